@@ -1,0 +1,22 @@
+"""``mxrec info FILE.rec``: records, bytes, multi-part records, labels, index status."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from mxrec.info import dataset_info
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("info", help="summarise a .rec file", description=__doc__)
+    p.add_argument("rec", help="the .rec file")
+    p.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=run, command="info")
+
+
+def run(args: argparse.Namespace) -> int:
+    info = dataset_info(args.rec, args.idx)
+    print(json.dumps(info.to_dict(), indent=2) if args.json else info.format_text())
+    return 0

@@ -1,0 +1,86 @@
+"""The exceptions mxrec raises.
+
+Every error mxrec raises on bad input derives from :class:`MxrecError`, so
+``except mxrec.MxrecError`` catches them all. Each also derives from the
+built-in exception that MXNet-era code would have caught for the same fault
+(``ValueError``, ``KeyError``, ...), and each message names the file, the byte
+offset or key, and what was wrong.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class MxrecError(Exception):
+    """Base class of every error mxrec raises on bad input or misuse."""
+
+
+class RecordFormatError(MxrecError, ValueError):
+    """A ``.rec`` file breaks the RecordIO framing at a given byte offset."""
+
+    def __init__(self, path: str | os.PathLike | None, offset: int, reason: str) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.offset = offset
+        self.reason = reason
+        where = self.path if self.path is not None else "<buffer>"
+        super().__init__(f"{where}: at byte {offset}: {reason}")
+
+
+class TruncatedRecordError(RecordFormatError):
+    """The data ends inside a record (header, payload, padding or a multi-part record)."""
+
+
+class IndexFileError(MxrecError, ValueError):
+    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file."""
+
+    def __init__(self, path: str | os.PathLike | None, reason: str, *, line: int | None = None,
+                 key: object = None) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        self.key = key
+        self.reason = reason
+        where = self.path if self.path is not None else "<index>"
+        if line is not None:
+            where += f": line {line}"
+        super().__init__(f"{where}: {reason}")
+
+
+class DuplicateKeyError(IndexFileError):
+    """The same key appears on more than one line of an ``.idx`` file."""
+
+
+class RecordKeyError(MxrecError, KeyError):
+    """A key asked for is not in the index."""
+
+    def __init__(self, path: str | os.PathLike | None, key: object) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.key = key
+        super().__init__(f"{self.path}: no record with key {key!r} in the index")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class HeaderError(MxrecError, ValueError):
+    """A record's payload is too short for the IRHeader (and label array) it declares."""
+
+
+class RecordTooLargeError(MxrecError, ValueError):
+    """A payload is too large for the RecordIO length field (2**29 - 1 bytes at most)."""
+
+
+class ImageDecodeError(MxrecError, ValueError):
+    """Bytes that should hold an image could not be decoded."""
+
+
+class ClosedFileError(MxrecError, ValueError):
+    """An operation on a reader or writer that has been closed."""
+
+
+class ModeError(MxrecError, ValueError):
+    """A read on a writer, a write on a reader, or an unknown open flag."""
+
+
+class ForkedWriterError(MxrecError, RuntimeError):
+    """A writer was used in a process other than the one that opened it."""

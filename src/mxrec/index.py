@@ -1,0 +1,215 @@
+"""The ``.idx`` file: which key's record starts at which byte of the ``.rec`` file.
+
+Format (as written by ``mxnet.recordio.MXIndexedRecordIO``): UTF-8 text, one
+line per record, ``f"{key}\\t{offset}\\n"``, where ``offset`` is the byte offset
+in the ``.rec`` of the record's first part. Lines appear in write order. Keys
+are integers by default (``key_type=int``); string keys may hold spaces but not
+tabs or newlines. MXNet strips each line and ignores fields after the second;
+blank lines are skipped here (MXNet would crash on them).
+
+This module parses and formats that text, reads and writes whole files, and
+rebuilds a lost or broken ``.idx`` by scanning the ``.rec``
+(:func:`build_index`). Whether each offset of a given ``.idx`` really is a
+record start is checked by the readers and by :mod:`mxrec.verify`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mxrec import framing
+from mxrec.errors import DuplicateKeyError, IndexFileError
+from mxrec.mapping import map_file, release
+
+KeyType = Callable[[str], object]
+_PART_HEADER = struct.Struct("<II")
+
+
+def index_path_for(rec_path: str | os.PathLike) -> str:
+    """The conventional ``.idx`` path beside a ``.rec`` (``data.rec`` -> ``data.idx``)."""
+    rec_path = os.fspath(rec_path)
+    stem, ext = os.path.splitext(rec_path)
+    return (stem if ext == ".rec" else rec_path) + ".idx"
+
+
+@dataclass
+class Index:
+    """A parsed ``.idx``: ``keys`` and ``offsets`` in file order (duplicates kept as written)."""
+
+    keys: list
+    offsets: np.ndarray  # int64, same length as keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def mapping(self) -> dict:
+        """``{key: offset}``; for a duplicated key the last line wins (MXNet's rule)."""
+        return dict(zip(self.keys, self.offsets.tolist(), strict=False))
+
+    def duplicates(self) -> list:
+        """Keys that appear more than once, each listed once, in order of first repeat."""
+        seen: set = set()
+        dups: dict = {}
+        for key in self.keys:
+            if key in seen:
+                dups[key] = None
+            seen.add(key)
+        return list(dups)
+
+
+def format_index_line(key: object, offset: int) -> str:
+    """One ``.idx`` line for ``key`` at byte ``offset``."""
+    text = str(key)
+    if "\t" in text or "\n" in text or "\r" in text:
+        raise IndexFileError(None, f"key {key!r} contains a tab or newline and cannot be stored in an .idx")
+    return f"{text}\t{offset}\n"
+
+
+def format_index(keys: Iterable[object], offsets: Iterable[int]) -> str:
+    """The text of an ``.idx`` holding ``keys`` at ``offsets``."""
+    return "".join(format_index_line(k, int(o)) for k, o in zip(keys, offsets, strict=False))
+
+
+def parse_index(text: str, key_type: KeyType = int, path: str | os.PathLike | None = None,
+                allow_duplicates: bool = True) -> Index:
+    """Parse ``.idx`` text. Raises :class:`IndexFileError` naming the line of any malformed entry."""
+    if key_type is int:
+        fast = _parse_int_index(text)
+        index = fast if fast is not None else _parse_index_lines(text, key_type, path)
+    else:
+        index = _parse_index_lines(text, key_type, path)
+    if not allow_duplicates:
+        seen: set = set()
+        for entry, key in enumerate(index.keys, 1):
+            if key in seen:
+                raise DuplicateKeyError(
+                    path, f"key {key!r} appears again at entry {entry} (keys must be unique)",
+                    key=key, line=entry)
+            seen.add(key)
+    return index
+
+
+def _parse_int_index(text: str) -> Index | None:
+    """Vectorised parse of the common case, integer keys, two fields a line; None if it does not apply."""
+    tokens = text.split()
+    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    if len(tokens) != 2 * lines or ("\t" not in text and tokens):
+        return None
+    try:
+        values = np.array(tokens, dtype=np.int64) if tokens else np.empty(0, np.int64)
+    except (ValueError, OverflowError):
+        return None
+    pairs = values.reshape(-1, 2)
+    if (pairs[:, 1] < 0).any():
+        return None
+    return Index(pairs[:, 0].tolist(), pairs[:, 1].copy())
+
+
+def _parse_index_lines(text: str, key_type: KeyType, path: str | os.PathLike | None) -> Index:
+    keys = []
+    offsets = []
+    for number, raw in enumerate(text.split("\n"), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise IndexFileError(path, f"expected 'key<TAB>offset', got {raw!r}", line=number)
+        try:
+            key = key_type(fields[0])
+        except (ValueError, TypeError) as exc:
+            raise IndexFileError(
+                path, f"key {fields[0]!r} is not a valid {getattr(key_type, '__name__', key_type)}: {exc}",
+                line=number) from None
+        try:
+            offset = int(fields[1])
+        except ValueError:
+            raise IndexFileError(path, f"offset {fields[1]!r} of key {fields[0]!r} is not an integer",
+                                 line=number) from None
+        if offset < 0:
+            raise IndexFileError(path, f"offset {offset} of key {fields[0]!r} is negative", line=number)
+        keys.append(key)
+        offsets.append(offset)
+    return Index(keys, np.array(offsets, dtype=np.int64))
+
+
+def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True) -> Index:
+    """Read and parse an ``.idx`` file."""
+    with open(path, encoding="utf-8", newline="") as f:
+        text = f.read()
+    return parse_index(text, key_type, path, allow_duplicates)
+
+
+def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int]) -> None:
+    """Write an ``.idx`` file atomically (a temporary file renamed into place)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(format_index(keys, offsets))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+KEY_SOURCES = ("auto", "position", "id")
+
+
+def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, str]:
+    """Build an index by scanning a ``.rec``; return it and the key source used.
+
+    ``keys``: ``"position"`` numbers records 0, 1, ... in file order; ``"id"``
+    uses each record's ``IRHeader.id`` (im2rec and InsightFace write the key
+    there); ``"auto"`` uses the ids when every record has a header and the ids
+    are unique, else positions. Raises :class:`RecordFormatError` at damaged
+    framing (``mxrec verify --repair`` salvages such files).
+    """
+    if keys not in KEY_SOURCES:
+        raise ValueError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
+    rec_path = os.fspath(rec_path)
+    buf = map_file(rec_path)
+    try:
+        offsets = framing.record_offsets(buf, path=rec_path)
+        if keys == "position":
+            return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64)), "position"
+        ids = _header_ids(buf, offsets)
+    finally:
+        release(buf)
+    if ids is not None and len(set(ids)) == len(ids):
+        return Index(ids, np.array(offsets, dtype=np.int64)), "id"
+    if keys == "id":
+        why = "a record is too short for an IRHeader" if ids is None else "record ids are not unique"
+        raise IndexFileError(rec_path, f"cannot key the index by record id: {why}")
+    return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64)), "position"
+
+
+def _header_ids(buf: framing.Buffer, offsets: list[int]) -> list[int] | None:
+    """``IRHeader.id`` of each record, or None if some record cannot hold a header."""
+    ids = []
+    for offset in offsets:
+        _, lrec = _PART_HEADER.unpack_from(buf, offset)
+        if lrec & framing.LENGTH_MASK < 24 and lrec >> framing.LENGTH_BITS == framing.CFLAG_FULL:
+            return None
+        if lrec >> framing.LENGTH_BITS != framing.CFLAG_FULL:
+            payload, _ = framing.decode_record(buf, offset)
+            if len(payload) < 24:
+                return None
+            ids.append(int.from_bytes(payload[8:16], "little"))
+        else:
+            ids.append(int.from_bytes(buf[offset + 16:offset + 24], "little"))
+    return ids
+
+
+def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                keys: str = "auto") -> tuple[Index, str]:
+    """Scan ``rec_path`` and write its ``.idx`` (default: beside it) atomically; see :func:`scan_index`."""
+    index, source = scan_index(rec_path, keys)
+    write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets)
+    return index, source

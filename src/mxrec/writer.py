@@ -1,0 +1,170 @@
+"""The writer: appends records to a ``.rec`` file and, optionally, lines to its ``.idx``.
+
+Guarantees:
+
+* The ``.idx`` never points past the data. Index lines are held back until the
+  ``.rec`` bytes they point at have been flushed to the operating system, so a
+  crash leaves at worst records that the ``.idx`` does not list yet.
+* With ``atomic=True`` both files are written under ``<name>.partial`` and
+  renamed into place only by a successful :meth:`RecordWriter.close`; an
+  exception inside ``with`` (or Ctrl-C) removes the partial files, so nothing
+  that looks finished is ever left half-written.
+* A writer belongs to the process that opened it; using it in a forked child
+  raises :class:`~mxrec.errors.ForkedWriterError` instead of interleaving bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO, TextIO
+
+from mxrec import framing
+from mxrec.errors import ClosedFileError, ForkedWriterError
+from mxrec.index import KeyType, format_index_line, index_path_for
+
+PARTIAL_SUFFIX = ".partial"
+_FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
+
+
+class RecordWriter:
+    """Write records to ``path``; with ``index`` also write ``key\\toffset`` lines to an ``.idx``.
+
+    ``index``: ``True`` writes the conventional ``.idx`` beside the ``.rec``; a
+    path writes that file; ``False``/``None`` writes none. Keys default to the
+    record's position (0, 1, ...). ``key_type`` converts keys before they are
+    written (MXNet's ``key_type``).
+    """
+
+    def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
+                 key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20) -> None:
+        self.path = os.fspath(path)
+        if index is True:
+            index = index_path_for(self.path)
+        self.index_path: str | None = os.fspath(index) if index else None
+        self.key_type = key_type
+        self.atomic = atomic
+        self._pid = os.getpid()
+        self._position = 0
+        self._count = 0
+        self._pending: list[str] = []
+        self._rec_target = self.path + PARTIAL_SUFFIX if atomic else self.path
+        self._idx_target = None
+        if self.index_path is not None:
+            self._idx_target = self.index_path + PARTIAL_SUFFIX if atomic else self.index_path
+        self._rec: BinaryIO | None = open(self._rec_target, "wb", buffering=buffer_size)
+        self._idx: TextIO | None = None
+        if self._idx_target is not None:
+            try:
+                self._idx = open(self._idx_target, "w", encoding="utf-8", newline="")
+            except BaseException:
+                self._rec.close()
+                raise
+
+    @property
+    def closed(self) -> bool:
+        return self._rec is None
+
+    def tell(self) -> int:
+        """Byte offset at which the next record will start."""
+        return self._position
+
+    def __len__(self) -> int:
+        """Records written so far."""
+        return self._count
+
+    def write(self, payload: bytes | bytearray | memoryview, key: object = None, *,
+              indexed: bool = True) -> int:
+        """Append one record; return the offset of its first part.
+
+        With an index, the record is listed under ``key`` (default: its position),
+        unless ``indexed`` is false.
+        """
+        rec = self._rec
+        if rec is None:
+            raise ClosedFileError(f"{self.path}: writer is closed")
+        if self._pid != os.getpid():
+            raise ForkedWriterError(
+                f"{self.path}: writer opened in process {self._pid} used in process {os.getpid()}; "
+                "open a new writer in each process")
+        if not isinstance(payload, (bytes, bytearray)):
+            payload = bytes(payload)
+        offset = self._position
+        length = len(payload)
+        if length < 65536 and framing.MAGIC_BYTES not in payload:
+            data = framing.part_header(framing.CFLAG_FULL, length) + payload + framing.padding_bytes(length)
+            rec.write(data)
+            self._position = offset + len(data)
+        else:
+            written = 0
+            for chunk in framing.record_chunks(payload):
+                written += len(chunk)
+                rec.write(chunk)
+            self._position = offset + written
+        self._count += 1
+        if self._idx is not None and indexed:
+            self._pending.append(format_index_line(self.key_type(self._count - 1 if key is None else key), offset))
+            if len(self._pending) >= _FLUSH_INDEX_EVERY:
+                self.flush()
+        return offset
+
+    def flush(self) -> None:
+        """Push written records, then the index lines that point at them, to the operating system."""
+        if self._rec is None:
+            return
+        self._rec.flush()
+        if self._idx is not None and self._pending:
+            self._idx.write("".join(self._pending))
+            self._pending.clear()
+            self._idx.flush()
+
+    def close(self) -> None:
+        """Flush and close; with ``atomic=True`` move the finished files into place. Idempotent."""
+        if self._rec is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._close_files()
+        if self.atomic:
+            os.replace(self._rec_target, self.path)
+            if self._idx_target is not None:
+                os.replace(self._idx_target, self.index_path)
+
+    def abort(self) -> None:
+        """Close without finishing: with ``atomic=True`` the partial files are removed."""
+        if self._rec is None:
+            return
+        self._close_files()
+        if self.atomic:
+            for target in (self._rec_target, self._idx_target):
+                if target is not None and os.path.exists(target):
+                    os.unlink(target)
+
+    def _close_files(self) -> None:
+        rec, idx = self._rec, self._idx
+        self._rec = self._idx = None
+        try:
+            rec.close()
+        finally:
+            if idx is not None:
+                idx.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None and self.atomic:
+            self.abort()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        # An atomic writer that was never closed did not finish: leave no partial files behind.
+        if self.__dict__.get("_rec") is not None and self._pid == os.getpid():
+            if self.atomic:
+                self.abort()
+            else:
+                self.close()
+
+    def __repr__(self) -> str:
+        return f"RecordWriter({self.path!r}, {self._count} records, index={self.index_path!r})"
