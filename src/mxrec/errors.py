@@ -84,3 +84,16 @@ class ModeError(MxrecError, ValueError):
 
 class ForkedWriterError(MxrecError, RuntimeError):
     """A writer was used in a process other than the one that opened it."""
+
+
+class ListFileError(MxrecError, ValueError):
+    """A ``.lst`` (or CSV) image list has a malformed line."""
+
+    def __init__(self, path: str | os.PathLike | None, line: int | None, reason: str) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        self.reason = reason
+        where = self.path if self.path is not None else "<list>"
+        if line is not None:
+            where += f": line {line}"
+        super().__init__(f"{where}: {reason}")

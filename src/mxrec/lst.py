@@ -1,0 +1,86 @@
+"""The ``.lst`` image list: which image file goes into which record, with which label(s).
+
+Format (as written and read by MXNet's ``tools/im2rec.py``): text, one image a
+line, fields separated by tabs::
+
+    index <TAB> label_1 [<TAB> label_2 ...] <TAB> relative/path.jpg
+
+``index`` is an integer (im2rec stores it as the record's header id and as its
+``.idx`` key); labels are floats, written ``"%f"`` (six decimals); the path is
+the last field and is relative to the image root. im2rec strips each field and
+*skips* malformed lines with a printed message; here they raise
+:class:`~mxrec.errors.ListFileError` naming the file and line number, because
+a silently shorter dataset is worse than a stopped job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from mxrec.errors import ListFileError
+
+
+@dataclass(frozen=True)
+class ListEntry:
+    """One line of a ``.lst``: record index, labels, and image path relative to the root."""
+
+    index: int
+    labels: tuple[float, ...]
+    path: str
+
+
+def format_list_line(entry: ListEntry) -> str:
+    """The ``.lst`` line for ``entry``, byte-identical to im2rec's ``write_list``."""
+    return f"{entry.index}\t" + "".join(f"{label:f}\t" for label in entry.labels) + f"{entry.path}\n"
+
+
+def parse_list_line(line: str, path: str | os.PathLike | None = None, line_number: int | None = None) -> ListEntry:
+    """Parse one ``.lst`` line (without or with its newline)."""
+    fields = [f.strip() for f in line.strip().split("\t")]
+    if len(fields) < 3:
+        raise ListFileError(path, line_number,
+                            f"expected 'index<TAB>label(s)<TAB>path' (at least 3 tab-separated fields), "
+                            f"got {len(fields)}: {line.rstrip()!r}")
+    try:
+        index = int(fields[0])
+    except ValueError:
+        raise ListFileError(path, line_number, f"index {fields[0]!r} is not an integer") from None
+    labels = []
+    for field in fields[1:-1]:
+        try:
+            labels.append(float(field))
+        except ValueError:
+            raise ListFileError(path, line_number, f"label {field!r} is not a number") from None
+    if not fields[-1]:
+        raise ListFileError(path, line_number, "empty image path")
+    return ListEntry(index, tuple(labels), fields[-1])
+
+
+def iter_list(path: str | os.PathLike) -> Iterator[ListEntry]:
+    """The entries of a ``.lst`` file, in file order (blank lines skipped)."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield parse_list_line(line, path, number)
+
+
+def read_list(path: str | os.PathLike) -> list[ListEntry]:
+    """All entries of a ``.lst`` file."""
+    return list(iter_list(path))
+
+
+def write_list(path: str | os.PathLike, entries: Iterable[ListEntry]) -> None:
+    """Write a ``.lst`` file atomically (a temporary file renamed into place)."""
+    path = os.fspath(path)
+    tmp = f"{path}.partial"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for entry in entries:
+                f.write(format_list_line(entry))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
