@@ -45,10 +45,13 @@ reading (the data is intact); :mod:`mxrec.verify` reports them.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from mxrec.errors import RecordFormatError, RecordTooLargeError, TruncatedRecordError
 
@@ -65,6 +68,13 @@ CFLAG_MIDDLE = 2
 CFLAG_END = 3
 
 _HEADER = struct.Struct("<II")
+
+#: ``search_magic(payload)`` finds the magic anywhere in ``payload`` (or returns None).
+#: A compiled regular expression: its literal search is about twice as fast as ``in``.
+search_magic = re.compile(re.escape(MAGIC_BYTES)).search
+#: From this payload size on, aligned magics are found by comparing 32-bit words in
+#: numpy (~10 GB/s) rather than by a byte search (~2 GB/s) plus an alignment test.
+VECTOR_SCAN_FROM = 8192
 _ZEROS = (b"", b"\0", b"\0\0", b"\0\0\0")
 
 #: A buffer the functions below can read: bytes, bytearray, mmap.
@@ -98,15 +108,19 @@ def part_header(cflag: int, length: int) -> bytes:
 
 def aligned_magic_offsets(payload: Buffer) -> list[int]:
     """Offsets of the magic at 4-byte aligned positions of ``payload``, in order."""
+    length = len(payload)
+    if length >= VECTOR_SCAN_FROM:
+        words = np.frombuffer(payload, dtype="<u4", count=length // 4)
+        return (np.flatnonzero(words == MAGIC) * 4).tolist()
     found = []
-    end = len(payload) & ~3
-    at = payload.find(MAGIC_BYTES)
-    while 0 <= at < end:
-        if at & 3 == 0:
-            found.append(at)
-            at = payload.find(MAGIC_BYTES, at + 4)
+    match = search_magic(payload)
+    while match is not None:
+        at = match.start()
+        if at & 3:
+            match = search_magic(payload, at + 1)
         else:
-            at = payload.find(MAGIC_BYTES, at + 1)
+            found.append(at)
+            match = search_magic(payload, at + 4)
     return found
 
 
@@ -120,7 +134,7 @@ def record_chunks(payload: Buffer) -> list[Buffer]:
     if length > MAX_LENGTH:
         raise RecordTooLargeError(
             f"a record payload holds at most {MAX_LENGTH} bytes (2**29 - 1); got {length}")
-    cuts = aligned_magic_offsets(payload) if MAGIC_BYTES in payload else []
+    cuts = aligned_magic_offsets(payload)
     if not cuts:
         return [_HEADER.pack(MAGIC, length), payload, _ZEROS[-length % 4]]
     view = memoryview(payload)

@@ -43,6 +43,7 @@ class Index:
 
     keys: list
     offsets: np.ndarray  # int64, same length as keys
+    increasing: bool = False  # keys known to be strictly increasing (hence unique)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -75,15 +76,18 @@ def format_index(keys: Iterable[object], offsets: Iterable[int]) -> str:
     return "".join(format_index_line(k, int(o)) for k, o in zip(keys, offsets, strict=False))
 
 
-def parse_index(text: str, key_type: KeyType = int, path: str | os.PathLike | None = None,
+def parse_index(text: str | bytes, key_type: KeyType = int, path: str | os.PathLike | None = None,
                 allow_duplicates: bool = True) -> Index:
     """Parse ``.idx`` text. Raises :class:`IndexFileError` naming the line of any malformed entry."""
-    if key_type is int:
-        fast = _parse_int_index(text)
-        index = fast if fast is not None else _parse_index_lines(text, key_type, path)
-    else:
+    index = _parse_int_index(text) if key_type is int else None
+    if index is None:
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise IndexFileError(path, f"not UTF-8 text (byte {exc.start})") from None
         index = _parse_index_lines(text, key_type, path)
-    if not allow_duplicates:
+    if not allow_duplicates and not index.increasing and len(set(index.keys)) != len(index.keys):
         seen: set = set()
         for entry, key in enumerate(index.keys, 1):
             if key in seen:
@@ -94,20 +98,25 @@ def parse_index(text: str, key_type: KeyType = int, path: str | os.PathLike | No
     return index
 
 
-def _parse_int_index(text: str) -> Index | None:
-    """Vectorised parse of the common case, integer keys, two fields a line; None if it does not apply."""
-    tokens = text.split()
-    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    if len(tokens) != 2 * lines or ("\t" not in text and tokens):
+_INT_INDEX_BYTES = b"0123456789\t\n"
+
+
+def _parse_int_index(text: str | bytes) -> Index | None:
+    """Vectorised parse of the common case (non-negative integer keys, one tab a line); None if it does not apply."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
+    if data.translate(None, _INT_INDEX_BYTES):
+        return None  # other characters: signs, spaces, blank-line CRs, text keys -> careful parser
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if data.count(b"\t") != lines:
         return None
-    try:
-        values = np.array(tokens, dtype=np.int64) if tokens else np.empty(0, np.int64)
-    except (ValueError, OverflowError):
+    # Only digits, tabs and newlines are left, so this parse cannot stop early;
+    # counting the values still catches an empty field or a blank line.
+    values = np.fromstring(data, dtype=np.int64, sep=" ") if data else np.empty(0, np.int64)
+    if values.size != 2 * lines or (values.size and values.max() >= 1 << 62):
         return None
     pairs = values.reshape(-1, 2)
-    if (pairs[:, 1] < 0).any():
-        return None
-    return Index(pairs[:, 0].tolist(), pairs[:, 1].copy())
+    keys = pairs[:, 0]
+    return Index(keys.tolist(), pairs[:, 1].copy(), increasing=bool((keys[1:] > keys[:-1]).all()))
 
 
 def _parse_index_lines(text: str, key_type: KeyType, path: str | os.PathLike | None) -> Index:
@@ -140,9 +149,9 @@ def _parse_index_lines(text: str, key_type: KeyType, path: str | os.PathLike | N
 
 def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True) -> Index:
     """Read and parse an ``.idx`` file."""
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
-    return parse_index(text, key_type, path, allow_duplicates)
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_index(data, key_type, path, allow_duplicates)
 
 
 def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int]) -> None:
@@ -178,7 +187,7 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     try:
         offsets = framing.record_offsets(buf, path=rec_path)
         if keys == "position":
-            return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64)), "position"
+            return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
         ids = _header_ids(buf, offsets)
     finally:
         release(buf)
@@ -187,7 +196,7 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     if keys == "id":
         why = "a record is too short for an IRHeader" if ids is None else "record ids are not unique"
         raise IndexFileError(rec_path, f"cannot key the index by record id: {why}")
-    return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64)), "position"
+    return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
 
 
 def _header_ids(buf: framing.Buffer, offsets: list[int]) -> list[int] | None:

@@ -8,10 +8,12 @@ threads, and a forked child can go on using the mapping it inherited. Pickled,
 it carries only its path and index, and maps the file again on first use in the
 receiving process, so it works in ``DataLoader`` workers under fork and spawn.
 
-The record offsets come from the ``.idx`` beside the file when there is one
-(checked against the file on open: every offset must be a record start), or
+The record offsets come from the ``.idx`` beside the file when there is one, or
 else from one scan of the file (:func:`mxrec.framing.record_offsets`). Keys are
-the ``.idx`` keys, or the record positions ``0..n-1`` after a scan.
+the ``.idx`` keys, or the record positions ``0..n-1`` after a scan. ``.idx``
+offsets outside the file are rejected on open; whether an offset really starts
+a record is checked when that record is read (its part header is parsed anyway),
+so opening costs no pass over the data. ``mxrec verify`` checks every offset.
 """
 
 from __future__ import annotations
@@ -19,55 +21,32 @@ from __future__ import annotations
 import array
 import mmap
 import os
+import struct
 from collections.abc import Iterator, Sequence
 from typing import Literal
 
 import numpy as np
 
 from mxrec import framing
-from mxrec.errors import (
-    ClosedFileError,
-    HeaderError,
-    IndexFileError,
-    RecordFormatError,
-    RecordKeyError,
-)
+from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
 from mxrec.header import HEADER_SIZE, IRHeader, unpack, unpack_header
 from mxrec.index import Index, KeyType, index_path_for, read_index
 from mxrec.mapping import map_file, release
 
+_unpack_part_header = struct.Struct("<II").unpack_from
+_MAGIC = framing.MAGIC
+_FULL_LIMIT = 1 << framing.LENGTH_BITS  # lrec below this: cflag 0, a whole record in one part
 
-def check_offsets(buf: mmap.mmap | bytes, offsets: np.ndarray, keys: Sequence,
-                  path: str, index_path: str | None) -> np.ndarray:
-    """Check that every offset is a record start; return the ``lrec`` word of each record.
 
-    Raises :class:`IndexFileError` naming the first key whose offset is past the
-    end, unaligned, or not at a part header that can open a record.
-    """
-    size = len(buf)
-    if len(offsets) == 0:
-        return np.empty(0, np.uint32)
-    bad_range = (offsets < 0) | (offsets + framing.HEADER_SIZE > size) | (offsets % 4 != 0)
-    if bad_range.any():
-        i = int(np.flatnonzero(bad_range)[0])
-        off = int(offsets[i])
-        why = "is past the end of" if off + framing.HEADER_SIZE > size else "is not 4-byte aligned in"
-        raise IndexFileError(
-            index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
-    words = np.frombuffer(buf, dtype="<u4", count=size // 4)
-    try:
-        at = offsets // 4
-        magic = words[at]
-        lrec = words[at + 1].copy()
-    finally:
-        del words
-    bad = (magic != framing.MAGIC) | ((lrec >> framing.LENGTH_BITS) > framing.CFLAG_START)
+def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
+                       index_path: str | None) -> None:
+    """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
+    bad = (offsets < 0) | (offsets + framing.HEADER_SIZE > size) | (offsets % 4 != 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise IndexFileError(
-            index_path, f"key {keys[i]!r}: offset {int(offsets[i])} is not the start of a record in {path}",
-            key=keys[i])
-    return lrec
+        off = int(offsets[i])
+        why = "is not 4-byte aligned in" if 0 <= off <= size - framing.HEADER_SIZE else "lies outside"
+        raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
 
 
 class RecordReader:
@@ -96,7 +75,7 @@ class RecordReader:
         if index is None:
             candidate = index_path_for(self.path)
             index = candidate if os.path.exists(candidate) else False
-        self.index_path: str | None = None if index is False or index is True else os.fspath(index)
+        self.index_path: str | None = None if isinstance(index, bool) else os.fspath(index)
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
@@ -106,12 +85,18 @@ class RecordReader:
         try:
             if self.index_path is not None:
                 parsed = read_index(self.index_path, key_type, allow_duplicates=duplicates == "last")
+                check_offset_range(parsed.offsets, parsed.keys, len(self._buf), self.path, self.index_path)
             else:
                 parsed = self._scan()
-            self._set_index(parsed)
         except BaseException:
             self.close()
             raise
+        self.keys: list = parsed.keys
+        self.offsets: np.ndarray = parsed.offsets
+        count = len(parsed.keys)
+        self._keys_are_positions = parsed.increasing and (not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
+        self._positions: dict | None = None
+        self._table = array.array("q", parsed.offsets.tobytes())
 
     def _scan(self) -> Index:
         try:
@@ -122,32 +107,19 @@ class RecordReader:
             spans, faults = framing.salvage_spans(self._buf, self.path)
             self.damage = faults[0] if faults else exc
             offsets = [span.offset for span in spans]
-        return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64))
-
-    def _set_index(self, parsed: Index) -> None:
-        self.keys: list = parsed.keys
-        self.offsets: np.ndarray = parsed.offsets
-        self._positions: dict | None = None
-        self._build_tables()
-
-    def _build_tables(self) -> None:
-        """Per-position data start and length (-1: multi-part), checked against the mapped file."""
-        lrec = check_offsets(self._buf, self.offsets, self.keys, self.path, self.index_path)
-        lengths = (lrec & framing.LENGTH_MASK).astype(np.int64)
-        lengths[(lrec >> framing.LENGTH_BITS) != framing.CFLAG_FULL] = -1
-        self._starts = array.array("q", (self.offsets + framing.HEADER_SIZE).tobytes())
-        self._lengths = array.array("q", lengths.tobytes())
+        return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), increasing=True)
 
     # -- state -------------------------------------------------------------
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for derived in ("_buf", "_starts", "_lengths", "_positions"):
-            state[derived] = None
+        state["_buf"] = state["_positions"] = None
+        del state["_table"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._table = array.array("q", self.offsets.tobytes())
 
     def _buffer(self) -> mmap.mmap | bytes:
         """The mapping, made on first use after unpickling."""
@@ -155,7 +127,6 @@ class RecordReader:
             if self._closed:
                 raise ClosedFileError(f"{self.path}: reader is closed")
             self._buf = map_file(self.path)
-            self._build_tables()
         return self._buf
 
     def close(self) -> None:
@@ -163,7 +134,6 @@ class RecordReader:
         release(self._buf)
         self._buf = None
         self._closed = True
-        self._starts = self._lengths = None
 
     def __enter__(self) -> RecordReader:
         return self
@@ -177,17 +147,32 @@ class RecordReader:
     # -- reading -----------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self._table)
 
     def __getitem__(self, position: int) -> bytes:
         buf = self._buf if self._buf is not None else self._buffer()
-        start = self._starts[position]
-        length = self._lengths[position]
-        if length >= 0:
-            return buf[start:start + length]
-        return framing.decode_record(buf, start - framing.HEADER_SIZE, self.path)[0]
+        offset = self._table[position]
+        magic, lrec = _unpack_part_header(buf, offset)
+        if magic == _MAGIC and lrec < _FULL_LIMIT:
+            start = offset + 8
+            end = start + lrec
+            if end + (-lrec & 3) <= len(buf):
+                return buf[start:end]
+        return self._decode(buf, position)
 
     read = __getitem__
+
+    def _decode(self, buf: mmap.mmap | bytes, position: int) -> bytes:
+        """The record at ``position`` the careful way: multi-part records, and errors that name the key."""
+        offset = self._table[position]
+        try:
+            return framing.decode_record(buf, offset, self.path)[0]
+        except RecordFormatError as exc:
+            if offset == exc.offset and self.index_path is not None:
+                raise IndexFileError(
+                    self.index_path, f"key {self.keys[position]!r}: offset {offset} is not the start of a "
+                    f"record in {self.path}: {exc.reason}", key=self.keys[position]) from None
+            raise
 
     def view(self, position: int) -> memoryview:
         """The record at ``position`` without a copy (a copy only for multi-part records).
@@ -195,41 +180,37 @@ class RecordReader:
         The view points into the file mapping: keep the reader open while you use it.
         """
         buf = self._buf if self._buf is not None else self._buffer()
-        start = self._starts[position]
-        length = self._lengths[position]
-        if length >= 0:
-            return memoryview(buf)[start:start + length]
-        return memoryview(self[position])
+        offset = self._table[position]
+        magic, lrec = _unpack_part_header(buf, offset)
+        if magic == _MAGIC and lrec < _FULL_LIMIT and offset + 8 + lrec + (-lrec & 3) <= len(buf):
+            return memoryview(buf)[offset + 8:offset + 8 + lrec]
+        return memoryview(self._decode(buf, position))
 
     def __iter__(self) -> Iterator[bytes]:
         buf = self._buffer()
-        for start, length in zip(self._starts, self._lengths, strict=False):
-            if length >= 0:
-                yield buf[start:start + length]
+        size = len(buf)
+        for position, offset in enumerate(self._table):
+            magic, lrec = _unpack_part_header(buf, offset)
+            if magic == _MAGIC and lrec < _FULL_LIMIT and offset + 8 + lrec + (-lrec & 3) <= size:
+                yield buf[offset + 8:offset + 8 + lrec]
             else:
-                yield framing.decode_record(buf, start - framing.HEADER_SIZE, self.path)[0]
+                yield self._decode(buf, position)
 
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``positions``, in that order."""
-        buf = self._buf if self._buf is not None else self._buffer()
-        starts, lengths = self._starts, self._lengths
-        out = []
-        for p in np.asarray(positions, dtype=np.int64).tolist():
-            start, length = starts[p], lengths[p]
-            if length >= 0:
-                out.append(buf[start:start + length])
-            else:
-                out.append(framing.decode_record(buf, start - framing.HEADER_SIZE, self.path)[0])
-        return out
+        read = self.__getitem__
+        return [read(p) for p in np.asarray(positions, dtype=np.int64).tolist()]
 
     def position(self, key: object) -> int:
         """Position of the record with ``key`` (the last one when duplicates are allowed)."""
+        if self._keys_are_positions and type(key) is int and 0 <= key < len(self._table):
+            return key
         positions = self._positions
         if positions is None:
             positions = self._positions = {k: i for i, k in enumerate(self.keys)}
         try:
             return positions[key]
-        except KeyError:
+        except (KeyError, TypeError):
             raise RecordKeyError(self.index_path or self.path, key) from None
 
     def read_key(self, key: object) -> bytes:

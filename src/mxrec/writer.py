@@ -16,6 +16,7 @@ Guarantees:
 from __future__ import annotations
 
 import os
+import struct
 from typing import BinaryIO, TextIO
 
 from mxrec import framing
@@ -24,6 +25,17 @@ from mxrec.index import KeyType, format_index_line, index_path_for
 
 PARTIAL_SUFFIX = ".partial"
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
+_SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise
+_search_magic = framing.search_magic
+_MAGIC_WORD = framing.MAGIC
+_pack_header = struct.Struct("<II").pack
+
+# How many forks lie between the first process and this one. A writer records it
+# when opened; a mismatch on write means it was inherited through fork. (Cheaper
+# than asking for the process id on every write.)
+_forks_seen = [0]
+os.register_at_fork(after_in_child=lambda: _forks_seen.__setitem__(0, _forks_seen[0] + 1))
+_ZEROS = (b"", b"\0\0\0", b"\0\0", b"\0")  # indexed by length & 3
 
 
 class RecordWriter:
@@ -44,6 +56,7 @@ class RecordWriter:
         self.key_type = key_type
         self.atomic = atomic
         self._pid = os.getpid()
+        self._forks = _forks_seen[0]
         self._position = 0
         self._count = 0
         self._pending: list[str] = []
@@ -82,7 +95,7 @@ class RecordWriter:
         rec = self._rec
         if rec is None:
             raise ClosedFileError(f"{self.path}: writer is closed")
-        if self._pid != os.getpid():
+        if self._forks != _forks_seen[0]:
             raise ForkedWriterError(
                 f"{self.path}: writer opened in process {self._pid} used in process {os.getpid()}; "
                 "open a new writer in each process")
@@ -90,21 +103,25 @@ class RecordWriter:
             payload = bytes(payload)
         offset = self._position
         length = len(payload)
-        if length < 65536 and framing.MAGIC_BYTES not in payload:
-            data = framing.part_header(framing.CFLAG_FULL, length) + payload + framing.padding_bytes(length)
+        if length < _SMALL_RECORD and _search_magic(payload) is None:
+            # The common case, one part: one buffered write of header, data and padding.
+            data = _pack_header(_MAGIC_WORD, length) + payload + _ZEROS[-length & 3]
             rec.write(data)
             self._position = offset + len(data)
         else:
             written = 0
             for chunk in framing.record_chunks(payload):
-                written += len(chunk)
                 rec.write(chunk)
+                written += len(chunk)
             self._position = offset + written
-        self._count += 1
         if self._idx is not None and indexed:
-            self._pending.append(format_index_line(self.key_type(self._count - 1 if key is None else key), offset))
+            if key is None:
+                self._pending.append(f"{self._count}\t{offset}\n")
+            else:
+                self._pending.append(format_index_line(self.key_type(key), offset))
             if len(self._pending) >= _FLUSH_INDEX_EVERY:
                 self.flush()
+        self._count += 1
         return offset
 
     def flush(self) -> None:
@@ -160,7 +177,7 @@ class RecordWriter:
 
     def __del__(self) -> None:
         # An atomic writer that was never closed did not finish: leave no partial files behind.
-        if self.__dict__.get("_rec") is not None and self._pid == os.getpid():
+        if self.__dict__.get("_rec") is not None and self._forks == _forks_seen[0]:
             if self.atomic:
                 self.abort()
             else:
