@@ -75,7 +75,8 @@ search_magic = re.compile(re.escape(MAGIC_BYTES)).search
 #: From this payload size on, aligned magics are found by comparing 32-bit words in
 #: numpy (~10 GB/s) rather than by a byte search (~2 GB/s) plus an alignment test.
 VECTOR_SCAN_FROM = 8192
-_ZEROS = (b"", b"\0", b"\0\0", b"\0\0\0")
+#: ``PADDING[n]`` is ``n`` zero bytes; a part of ``length`` data bytes is followed by ``PADDING[-length & 3]``.
+PADDING = (b"", b"\0", b"\0\0", b"\0\0\0")
 
 #: A buffer the functions below can read: bytes, bytearray, mmap.
 Buffer = Any
@@ -98,7 +99,7 @@ def padding(length: int) -> int:
 
 def padding_bytes(length: int) -> bytes:
     """The zero bytes that follow ``length`` data bytes."""
-    return _ZEROS[-length % 4]
+    return PADDING[-length % 4]
 
 
 def part_header(cflag: int, length: int) -> bytes:
@@ -136,7 +137,7 @@ def record_chunks(payload: Buffer) -> list[Buffer]:
             f"a record payload holds at most {MAX_LENGTH} bytes (2**29 - 1); got {length}")
     cuts = aligned_magic_offsets(payload)
     if not cuts:
-        return [_HEADER.pack(MAGIC, length), payload, _ZEROS[-length % 4]]
+        return [_HEADER.pack(MAGIC, length), payload, PADDING[-length % 4]]
     view = memoryview(payload)
     chunks: list[Buffer] = []
     start = 0
@@ -146,7 +147,7 @@ def record_chunks(payload: Buffer) -> list[Buffer]:
         start = at + 4
     chunks.append(part_header(CFLAG_END, length - start))
     chunks.append(view[start:])
-    chunks.append(_ZEROS[-(length - start) % 4])
+    chunks.append(PADDING[-(length - start) % 4])
     return chunks
 
 
@@ -350,7 +351,7 @@ def nonzero_padding(buf: Buffer, span: RecordSpan) -> list[int]:
         length = lrec & LENGTH_MASK
         pad_at = at + HEADER_SIZE + length
         pad = -length % 4
-        if pad and buf[pad_at:pad_at + pad] != _ZEROS[pad]:
+        if pad and buf[pad_at:pad_at + pad] != PADDING[pad]:
             bad.append(at)
         at = pad_at + pad
     return bad

@@ -168,7 +168,7 @@ class RecordReader:
         try:
             return framing.decode_record(buf, offset, self.path)[0]
         except RecordFormatError as exc:
-            if offset == exc.offset and self.index_path is not None:
+            if self.index_path is not None and not framing.is_record_start(buf, offset):
                 raise IndexFileError(
                     self.index_path, f"key {self.keys[position]!r}: offset {offset} is not the start of a "
                     f"record in {self.path}: {exc.reason}", key=self.keys[position]) from None

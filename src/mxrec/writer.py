@@ -35,7 +35,7 @@ _pack_header = struct.Struct("<II").pack
 # than asking for the process id on every write.)
 _forks_seen = [0]
 os.register_at_fork(after_in_child=lambda: _forks_seen.__setitem__(0, _forks_seen[0] + 1))
-_ZEROS = (b"", b"\0\0\0", b"\0\0", b"\0")  # indexed by length & 3
+_PADDING = framing.PADDING
 
 
 class RecordWriter:
@@ -105,7 +105,7 @@ class RecordWriter:
         length = len(payload)
         if length < _SMALL_RECORD and _search_magic(payload) is None:
             # The common case, one part: one buffered write of header, data and padding.
-            data = _pack_header(_MAGIC_WORD, length) + payload + _ZEROS[-length & 3]
+            data = _pack_header(_MAGIC_WORD, length) + payload + _PADDING[-length & 3]
             rec.write(data)
             self._position = offset + len(data)
         else:
