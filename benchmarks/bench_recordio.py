@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "--repeat", str(args.repeat)], capture_output=True, text=True, check=True)
             mxnet = json.loads(out.stdout.strip().splitlines()[-1])
 
-    print(f"mxrec RecordIO benchmark: best of {args.repeat}, seconds (lower is better); ratio = MXNet time / mxrec time")
+    print(f"mxrec RecordIO benchmark: best of {args.repeat}, seconds (lower is better); "
+          "ratio = MXNet time / mxrec time")
     header = f"{'workload':32} {'MXNet 1.9.1':>12} {'mxrec drop-in':>14} {'ratio':>7} {'mxrec fast':>11} {'ratio':>7}"
     print(header)
     print("-" * len(header))

@@ -45,7 +45,7 @@ def expected(golden):
 def check_unpacked(header, payload, case):
     want = case["unpack_header"]
     assert (header.flag, header.id, header.id2) == (want["flag"], want["id"], want["id2"])
-    kind, dtype, value = want["label"]
+    kind, _dtype, value = want["label"]
     if kind == "scalar":
         assert isinstance(header.label, float) and header.label == value
     else:

@@ -232,7 +232,7 @@ def test_insightface_style_reader(tmp_path):
     imgidx = np.array(range(1, int(header.label[0])))
     labels = []
     for i in imgidx:
-        header, img_bytes = recordio.unpack(imgrec.read_idx(int(i)))
+        header, _img_bytes = recordio.unpack(imgrec.read_idx(int(i)))
         label = header.label
         labels.append(label if isinstance(label, float) else label[0])
         _, decoded = recordio.unpack_img(imgrec.read_idx(int(i)))

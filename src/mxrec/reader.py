@@ -94,7 +94,8 @@ class RecordReader:
         self.keys: list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         count = len(parsed.keys)
-        self._keys_are_positions = parsed.increasing and (not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
+        self._keys_are_positions = parsed.increasing and (
+            not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
         self._positions: dict | None = None
         self._table = array.array("q", parsed.offsets.tobytes())
 
