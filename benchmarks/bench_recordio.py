@@ -95,6 +95,11 @@ def fast_workloads(data: dict, folder: str, repeat: int) -> dict:
                 for p in items:
                     w.write(p)
 
+        def write_batch(out_rec=out_rec, items=items):
+            with RecordWriter(out_rec, index=True) as w:
+                for i in range(0, len(items), 1024):
+                    w.write_batch(items[i:i + 1024])
+
         def read_seq(rec=rec):
             with RecordReader(rec) as r:
                 for _ in r:
@@ -113,6 +118,7 @@ def fast_workloads(data: dict, folder: str, repeat: int) -> dict:
                 reader.read_batch(order[i:i + 256])
 
         results[f"write {name}"] = best_of(repeat, write)
+        results[f"write_batch {name}"] = best_of(repeat, write_batch)
         results[f"sequential read {name}"] = best_of(repeat, read_seq)
         results[f"shuffled read_idx {name}"] = best_of(repeat, read_shuffled)
         results[f"shuffled read_batch {name}"] = best_of(repeat, read_batch)
@@ -168,13 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     for workload in fast:
-        m, d, f = mxnet.get(workload), dropin.get(workload), fast[workload]
+        anchor = workload.replace("write_batch", "write").replace("read_batch", "read_idx")
+        m, d, f = mxnet.get(anchor), dropin.get(workload), fast[workload]
         cells = [f"{workload:32}", f"{m:12.3f}" if m else f"{'-':>12}"]
         cells.append(f"{d:14.3f}" if d else f"{'-':>14}")
         cells.append(f"{m / d:6.1f}x" if m and d else f"{'-':>7}")
         cells.append(f"{f:11.3f}")
         cells.append(f"{m / f:6.1f}x" if m else f"{'-':>7}")
         print(" ".join(cells))
+    print("write_batch / read_batch rows compare with MXNet's write_idx / read_idx loop (it has no batch call)")
     if not mxnet:
         print("(set MXREC_BENCH_MXNET_PYTHON to an interpreter that imports mxnet for the MXNet column)")
     return 0

@@ -251,3 +251,22 @@ def test_writer_refuses_forked_child(tmp_path):
     writer.write(b"parent")
     writer.close()
     assert list(RecordReader(tmp_path / "w.rec")) == [b"parent"]
+
+
+def test_write_batch_matches_write_and_keeps_records_before_a_rejected_one(tmp_path):
+    payloads = make_payloads(50)
+    with RecordWriter(tmp_path / "one.rec", index=True) as one:
+        for p in payloads:
+            one.write(p)
+    with RecordWriter(tmp_path / "batch.rec", index=True) as batch:
+        assert batch.write_batch(payloads[:20]) == framing.record_offsets((tmp_path / "one.rec").read_bytes())[:20]
+        batch.write_batch(payloads[20:])
+    for ext in (".rec", ".idx"):
+        assert (tmp_path / f"one{ext}").read_bytes() == (tmp_path / f"batch{ext}").read_bytes()
+    too_big = memoryview(np.zeros(framing.MAX_LENGTH + 1, np.uint8))
+    with RecordWriter(tmp_path / "k.rec", index=True, key_type=str) as writer:
+        with pytest.raises(RecordTooLargeError):
+            writer.write_batch([b"a", b"b", too_big, b"d"], keys=["x", "y", "z", "w"])
+        writer.write(b"e", key="v")
+    with RecordReader(tmp_path / "k.rec", key_type=str) as reader:
+        assert reader.keys == ["x", "y", "v"] and list(reader) == [b"a", b"b", b"e"]
