@@ -113,9 +113,11 @@ def fast_workloads(data: dict, folder: str, repeat: int) -> dict:
             for k in order:
                 read_key(k)
 
-        def read_batch(reader=reader, order=order):
-            for i in range(0, len(order), 256):
-                reader.read_batch(order[i:i + 256])
+        per_batch = max(1, (256 << 10) // len(items[0]))  # ~256 KB a batch, as a data loader would take
+
+        def read_batch(reader=reader, order=order, per_batch=per_batch):
+            for i in range(0, len(order), per_batch):
+                reader.read_batch(order[i:i + per_batch])
 
         results[f"write {name}"] = best_of(repeat, write)
         results[f"write_batch {name}"] = best_of(repeat, write_batch)
