@@ -35,12 +35,9 @@ def check_images(contents: list[RecordContent], decoded: bool) -> Check:
     faults = Counter(c.image.fault for c in records if c.image.fault)
     formats = Counter(c.image.format for c in records)
     details = {"images": len(records), "decoded": decoded, "formats": dict(formats), "faults": dict(faults)}
-    how = "decoded" if decoded else "header(s) read (--decode decodes every image)"
-    if problems:
-        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(faults.items()))
-        summary = f"{len(records)} image(s) {how}: {kinds}"
-    else:
-        summary = f"{len(records)} image(s) {how}, all sound"
+    how = "decoded" if decoded else "file headers only (--decode decodes every image)"
+    found = ", ".join(f"{n} {kind}" for kind, n in sorted(faults.items())) if problems else "all sound"
+    summary = f"{len(records)} image(s), {how}: {found}"
     return Check("images", not problems, summary, problems, details=details)
 
 

@@ -8,7 +8,9 @@ label width differs from the most common one. When the labels are class ids
 numbers) the *first* label of each record (what ``label_width=1`` training
 reads) must be a whole number in ``[0, num_classes)``, and the ids in use must
 be contiguous: every id below the largest (or below ``num_classes`` when
-given) has at least one record. :func:`check_balance` (a warning) reports
+given) has at least one record. A validation set is often too small to hold
+every class; given the class ids of its companion set (``companion_ids``, from
+``mxrec verify --against``) the ids need only be contiguous over both. :func:`check_balance` (a warning) reports
 class counts, the imbalance ratio and classes with very few records.
 
 An InsightFace-style meta record (position 0, index ranges as label, no image)
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Collection
 
 from mxrec.checks import Check, Problem
 from mxrec.contents import RecordContent
@@ -82,8 +85,9 @@ def _first_label_problem(value: float, num_classes: int | None) -> str | None:
     return None
 
 
-def check_labels(contents: list[RecordContent], num_classes: int | None = None, kind: str = "auto") -> Check:
-    """The ``labels`` check."""
+def check_labels(contents: list[RecordContent], num_classes: int | None = None, kind: str = "auto",
+                 companion_ids: Collection[int] = ()) -> Check:
+    """The ``labels`` check; ``companion_ids``: class ids in use in a companion dataset (see the module doc)."""
     problems = [Problem(c.name, f"no IRHeader: {c.header_fault}") for c in contents if c.header_fault]
     records = labelled_records(contents)
     kind = resolve_label_kind(records, kind)
@@ -108,14 +112,17 @@ def check_labels(contents: list[RecordContent], num_classes: int | None = None, 
     summary_tail = ""
     if kind == "class":
         present = sorted(class_counts(records, num_classes))
-        classes = num_classes if num_classes is not None else (present[-1] + 1 if present else 0)
-        missing = sorted(set(range(classes)) - set(present))
+        in_use = set(present) | {i for i in companion_ids if num_classes is None or i < num_classes}
+        classes = num_classes if num_classes is not None else max(in_use, default=-1) + 1
+        missing = sorted(set(range(classes)) - in_use)
         for low, high in _ranges(missing):
             where = f"label {low}" if low == high else f"labels {low}..{high}"
-            problems.append(Problem(where, "no record has this class id: the ids in use are not contiguous"))
+            problems.append(Problem(where, "no record has this class id: the ids in use are not contiguous"
+                                    + (" (in either dataset)" if companion_ids else "")))
         details.update(num_classes=classes, num_classes_given=num_classes is not None,
                        classes_present=len(present), missing_class_ids=len(missing))
-        summary_tail = f"; class ids, {len(present)} of {classes} classes present"
+        summary_tail = (f"; class ids, {len(present)} of {classes} classes present"
+                        + (f" ({classes - len(missing)} with the companion set)" if companion_ids else ""))
     else:
         summary_tail = "; real-valued labels (not class ids)"
     width_text = "/".join(str(w) for w in sorted(widths)) or "-"

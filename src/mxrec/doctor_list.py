@@ -42,10 +42,11 @@ def read_list_lines(lst_path: str | os.PathLike) -> tuple[list[tuple[int, ListEn
     return entries, problems
 
 
-def _expected_labels(entry: ListEntry, record: RecordContent) -> tuple[float, ...]:
-    """The labels im2rec would have stored for ``entry`` in a record shaped like ``record``."""
-    labels = entry.labels[:1] if record.flag == 0 else entry.labels
-    return tuple(np.asarray(labels, dtype=np.float32).tolist())
+def labels_agree(entry: ListEntry, record: RecordContent) -> bool:
+    """Whether ``record`` holds the labels im2rec would have stored for ``entry`` (NaN matches NaN)."""
+    expected = np.asarray(entry.labels[:1] if record.flag == 0 else entry.labels, dtype=np.float32)
+    held = np.asarray(record.labels, dtype=np.float32)
+    return expected.shape == held.shape and np.array_equal(expected, held, equal_nan=True)
 
 
 def _text(labels: tuple[float, ...]) -> str:
@@ -78,7 +79,7 @@ def check_list(lst_path: str | os.PathLike, contents: list[RecordContent],
         record = by_id.get(entry.index)
         if record is None:
             problems.append(Problem(where, f"index {entry.index}: no record has this id"))
-        elif record.labels != _expected_labels(entry, record):
+        elif not labels_agree(entry, record):
             problems.append(Problem(where, f"index {entry.index}: labels {_text(entry.labels)} but record "
                                     f"{record.name} holds {_text(record.labels)}"))
     unlisted = [r for r in by_id.values() if r.record_id not in seen]

@@ -13,9 +13,12 @@ for colour JPEGs (CMYK ones included), 3 or 4 for PNG.
 Truncation: libjpeg reports a cut-off JPEG only as a warning ("Premature end of
 JPEG file") and OpenCV then returns the image with its missing part grey, so
 OpenCV alone would call a truncated JPEG sound. JPEGs are therefore decoded
-with simplejpeg (libjpeg-turbo) in strict mode, which turns every libjpeg
-warning into an error; a PNG that decodes but lacks its ``IEND`` chunk is
-truncated too. Formats other than JPEG and PNG are decoded with OpenCV.
+with simplejpeg (libjpeg-turbo, the decoder inside OpenCV and MXNet too) in
+strict mode, which turns every libjpeg warning ("Corrupt JPEG data: ...") into
+an error, silently; such a JPEG is ``truncated`` when it does not end with the
+end-of-image marker, else ``corrupt``. A PNG that decodes but lacks its
+``IEND`` chunk is truncated too. Formats other than JPEG and PNG are decoded
+with OpenCV (which prints libpng's complaints about damaged PNGs on stderr).
 """
 
 from __future__ import annotations
@@ -158,22 +161,12 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
 
 
 def _decode_jpeg(data: bytes, shape: Shape) -> ImageFacts:
-    simplejpeg = jpeg_decoder()
-    colorspace = "GRAY" if shape[2] == 1 else "BGR"
     try:
-        simplejpeg.decode_jpeg(data, colorspace)
-        return ImageFacts("jpeg", shape)
-    except ValueError as exc:
-        strict_error = str(exc)
-    try:
-        simplejpeg.decode_jpeg(data, colorspace, strict=False)
-        what = "decoder warning"  # libjpeg only warned: something came out, but the image is damaged
-    except ValueError:
-        if data.endswith(JPEG_EOI) and opencv().imdecode(np.frombuffer(data, np.uint8), -1) is not None:
-            return ImageFacts("jpeg", shape)  # an encoding the TurboJPEG API rejects but OpenCV's libjpeg reads
-        what = "undecodable"
-    kind = "corrupt" if data.endswith(JPEG_EOI) else "truncated"
-    return ImageFacts("jpeg", shape, kind, f"{what}: {strict_error}")
+        jpeg_decoder().decode_jpeg(data, "GRAY" if shape[2] == 1 else "BGR")
+    except ValueError as exc:  # strict mode: any libjpeg warning or error
+        kind = "corrupt" if data.endswith(JPEG_EOI) else "truncated"
+        return ImageFacts("jpeg", shape, kind, f"libjpeg-turbo: {exc}")
+    return ImageFacts("jpeg", shape)
 
 
 def _shape_of(pixels: np.ndarray) -> Shape:

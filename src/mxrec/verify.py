@@ -21,7 +21,7 @@ RecordIO checks (this module)
 Content checks (:func:`verify_dataset`, on the intact records; records are
 named by ``.idx`` key, by position when there is no ``.idx``, or ``byte N``
 when the ``.idx`` does not list them)
-    ``labels``     :func:`mxrec.doctor_labels.check_labels`
+    ``labels``     :func:`mxrec.doctor_labels.check_labels` (class ids contiguous over both sets with ``against``)
     ``balance``    (warning) :func:`mxrec.doctor_labels.check_balance`
     ``images``     :func:`mxrec.doctor_images.check_images` (``decode``: every image decoded, on all cores)
     ``shapes``     :func:`mxrec.doctor_images.check_shapes`
@@ -44,7 +44,7 @@ from mxrec import framing
 from mxrec.checks import Check, Problem, Report
 from mxrec.contents import looks_like_image_dataset, offset_keys, read_contents, scan_contents
 from mxrec.doctor_images import check_images, check_shapes
-from mxrec.doctor_labels import check_balance, check_labels
+from mxrec.doctor_labels import check_balance, check_labels, class_counts, labelled_records
 from mxrec.doctor_leakage import check_duplicates, check_leakage
 from mxrec.doctor_list import check_list
 from mxrec.errors import IndexFileError
@@ -170,9 +170,11 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
         release(buf)
     if contents is None:
         return report
+    other = None if against is None else read_contents(against, key_type=key_type, workers=workers)
     if dataset_kind == "image" or (dataset_kind == "auto" and looks_like_image_dataset(contents)):
+        companion_ids = () if other is None else class_counts(labelled_records(other))
         report.checks += [
-            check_labels(contents, num_classes, label_kind),
+            check_labels(contents, num_classes, label_kind, companion_ids),
             check_balance(contents, num_classes, label_kind, min_class_samples, max_imbalance),
             check_images(contents, decode),
             check_shapes(contents),
@@ -181,8 +183,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
     elif dataset_kind == "auto":
         report.checks.append(Check("content", True, "fewer than half the records hold an IRHeader and an image: "
                                    "label and image checks skipped (--kind image runs them)"))
-    if against is not None:
-        other = read_contents(against, key_type=key_type, workers=workers)
+    if other is not None:
         report.checks.append(check_leakage(contents, other, against))
     if lst is not None:
         report.checks.append(check_list(lst, contents, root))
