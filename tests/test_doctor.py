@@ -231,3 +231,13 @@ def test_unreadable_index_fails_the_index_check_and_names_records_by_position(tm
     assert report.check("index").problems[0].where == 2 and not report.ok
     shutil.copy(rec, tmp_path / "copy.rec")
     assert [c.key for c in read_contents(tmp_path / "copy.rec")] == list(range(6))
+
+
+def test_cli_string_keys_and_bad_input(golden, tmp_path, mxrec_cli):
+    strkeys = golden / "idx" / "strkeys.rec"
+    assert mxrec_cli("verify", strkeys).returncode == 1  # integer keys expected: the .idx does not parse
+    assert mxrec_cli("verify", strkeys, "--str-keys").returncode == 0
+    missing = mxrec_cli("verify", strkeys, "--lst", tmp_path / "nope.lst")
+    assert missing.returncode == 2 and "nope.lst" in missing.stderr
+    in_place = mxrec_cli("verify", strkeys, "--str-keys", "--repair", strkeys)
+    assert in_place.returncode == 2 and "never changes its input" in in_place.stderr

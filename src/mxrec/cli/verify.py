@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("rec", help="the .rec file")
     p.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
+    p.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
     p.add_argument("--lst", help="the .lst image list the .rec was packed from")
     p.add_argument("--root", help="folder the .lst image paths are relative to (default: the .lst's folder)")
     p.add_argument("--against", metavar="OTHER", help="another .rec (e.g. the validation set): report shared images")
@@ -48,13 +49,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    key_type = str if args.str_keys else int
+    # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
+    repair = repair_dataset(args.rec, args.repair, args.idx, key_type) if args.repair else None
     with ProgressBar("decoding" if args.decode else "reading", enabled=False if args.no_progress else None) as bar:
         report = verify_dataset(
-            args.rec, args.idx, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
+            args.rec, args.idx, key_type, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
             against=args.against, num_classes=args.num_classes, label_kind=args.labels,
             min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance, workers=args.workers,
             progress=bar)
-    repair = repair_dataset(args.rec, args.repair, args.idx) if args.repair else None
     if args.json:
         out = report.to_dict()
         if repair is not None:
