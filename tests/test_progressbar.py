@@ -24,6 +24,15 @@ def test_bar_draws_in_place_and_ends_the_line():
     assert drawn[2].startswith("reading [" + "#" * 30 + "] 3/3 100% ") and drawn[2].endswith("\n")
 
 
+def test_a_shorter_line_covers_the_longer_one():
+    stream = io.StringIO()
+    bar = ProgressBar(stream=stream, enabled=True, interval=0)
+    bar(5 * 10**11, 10**12)
+    bar(1, 1)
+    first, second = stream.getvalue().split("\r")[1:]
+    assert len(first) > len(second.rstrip()) and len(second) == len(first)
+
+
 def test_bar_off_a_terminal_draws_nothing():
     stream = io.StringIO()  # not a tty
     with ProgressBar(stream=stream) as bar:

@@ -38,6 +38,7 @@ class ProgressBar:
         self.total = 0
         self._start = time.perf_counter()
         self._drawn = -interval
+        self._width = 0  # length of the line last drawn: a shorter one must cover it
 
     def __call__(self, done: int, total: int) -> None:
         self.done, self.total = done, total
@@ -47,7 +48,9 @@ class ProgressBar:
 
     def _draw(self, now: float) -> None:
         self._drawn = now
-        self.stream.write("\r" + format_progress(self.done, self.total, now - self._start, self.label))
+        line = format_progress(self.done, self.total, now - self._start, self.label)
+        self.stream.write("\r" + line.ljust(self._width))
+        self._width = len(line)
         self.stream.flush()
 
     def close(self) -> None:
