@@ -26,7 +26,11 @@ from mxrec.errors import (
 )
 from mxrec.header import IRHeader, pack, unpack
 from mxrec.index import build_index, read_index, write_index
+from mxrec.preview import contact_sheet
 from mxrec.reader import RecordReader
+from mxrec.repair import repair_dataset
+from mxrec.stats import dataset_stats
+from mxrec.verify import verify_dataset
 from mxrec.writer import RecordWriter
 
 __version__ = "0.1.0"
@@ -44,8 +48,12 @@ __all__ = [
     "RecordWriter",
     "TruncatedRecordError",
     "build_index",
+    "contact_sheet",
+    "dataset_stats",
     "pack",
     "read_index",
+    "repair_dataset",
     "unpack",
+    "verify_dataset",
     "write_index",
 ]

@@ -74,6 +74,10 @@ class ImageDecodeError(MxrecError, ValueError):
     """Bytes that should hold an image could not be decoded."""
 
 
+class TruncatedImageError(ImageDecodeError):
+    """Encoded image bytes end before the image does (a cut-off file)."""
+
+
 class ClosedFileError(MxrecError, ValueError):
     """An operation on a reader or writer that has been closed."""
 

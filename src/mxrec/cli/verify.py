@@ -1,24 +1,72 @@
-"""``mxrec verify FILE.rec``: check framing and index consistency; exit 1 on any fault."""
+"""``mxrec verify DATASET.rec``: check a dataset the way a practitioner would; exit 1 on any fault.
+
+Checks the RecordIO framing, the .idx, and for image datasets the labels, class
+balance (a warning), images (every one decoded with --decode, on all cores),
+image shapes and duplicate images; with --lst the image list it was packed
+from, with --against another dataset for shared images (train/val leakage).
+--repair OUT writes a clean copy of every intact record plus a fresh .idx to
+OUT and reports what was dropped; the input is never changed.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from mxrec.verify import verify_recordio
+from mxrec.contents import available_cores
+from mxrec.doctor_labels import LABEL_KINDS
+from mxrec.progressbar import ProgressBar
+from mxrec.repair import repair_dataset
+from mxrec.verify import DATASET_KINDS, verify_dataset
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("verify", help="check a .rec (and its .idx); exit 1 on any fault",
-                              description=__doc__)
+    p = subparsers.add_parser("verify", help="check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("rec", help="the .rec file")
     p.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
+    p.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
+    p.add_argument("--lst", help="the .lst image list the .rec was packed from")
+    p.add_argument("--root", help="folder the .lst image paths are relative to (default: the .lst's folder)")
+    p.add_argument("--against", metavar="OTHER", help="another .rec (e.g. the validation set): report shared images")
+    p.add_argument("--decode", action="store_true", help="decode every image (parallel, on all cores)")
+    p.add_argument("--workers", type=int, default=None,
+                   help=f"threads for reading and decoding (default: all {available_cores()} cores)")
+    p.add_argument("--kind", choices=DATASET_KINDS, default="auto",
+                   help="'image' always runs the label/image checks, 'raw' never (default: decide from the records)")
+    p.add_argument("--labels", choices=LABEL_KINDS, default="auto",
+                   help="'class': labels are class ids; 'value': real values (default: decide from the labels)")
+    p.add_argument("--num-classes", type=int, help="class ids must be below this")
+    p.add_argument("--min-class-samples", type=int, default=5, help="warn about classes with fewer records")
+    p.add_argument("--max-imbalance", type=float, default=10.0,
+                   help="warn when the largest class has more than this many times the records of the smallest")
+    p.add_argument("--repair", metavar="OUT", help="write a clean copy of every intact record to OUT (+ .idx)")
+    p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is drawn only on a terminal)")
     p.set_defaults(run=run, command="verify")
 
 
 def run(args: argparse.Namespace) -> int:
-    report = verify_recordio(args.rec, args.idx)
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report.format_text(args.max_problems))
-    return 0 if report.ok else 1
+    key_type = str if args.str_keys else int
+    # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
+    repair = repair_dataset(args.rec, args.repair, args.idx, key_type) if args.repair else None
+    with ProgressBar("decoding" if args.decode else "reading", enabled=False if args.no_progress else None) as bar:
+        report = verify_dataset(
+            args.rec, args.idx, key_type, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
+            against=args.against, num_classes=args.num_classes, label_kind=args.labels,
+            min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance, workers=args.workers,
+            progress=bar)
+    if args.json:
+        out = report.to_dict()
+        if repair is not None:
+            out["repair"] = repair.to_dict()
+        print(json.dumps(out, indent=2, default=str))  # keys of unusual key types print as text
+    else:
+        print(report.format_text(args.max_problems))
+        if repair is not None:
+            print(repair.format_text(args.max_problems))
+    passed = report.clean if args.strict else report.ok
+    return 0 if passed else 1
+

@@ -1,0 +1,76 @@
+"""The outcome of checking a dataset: :class:`Report`, made of :class:`Check` results, each listing :class:`Problem` s.
+
+A check has a name, pass/fail, a one-line summary, counts (``details``) and the
+offending places (byte offsets, keys, ``.lst`` lines or labels) with what is
+wrong at each. A check marked ``warning`` reports findings that are properties
+of the data rather than defects (non-zero padding, class imbalance): it is
+shown, but does not fail the report. The checks themselves live in
+:mod:`mxrec.verify` and the ``doctor_*`` modules; this module only holds and
+formats their results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Problem:
+    """One offending place: ``where`` (a byte offset or a key) and ``what`` is wrong there."""
+
+    where: Any
+    what: str
+
+    def to_dict(self) -> dict:
+        return {"where": self.where, "what": self.what}
+
+
+@dataclass
+class Check:
+    """The outcome of one check."""
+
+    name: str
+    ok: bool
+    summary: str
+    problems: list[Problem] = field(default_factory=list)
+    warning: bool = False
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "ok": self.ok, "warning": self.warning, "summary": self.summary,
+                "problems": [p.to_dict() for p in self.problems], "details": self.details}
+
+
+@dataclass
+class Report:
+    """Every check run on one dataset. ``ok`` when no failing (non-warning) check failed."""
+
+    path: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok or c.warning for c in self.checks)
+
+    @property
+    def clean(self) -> bool:
+        """Whether every check passed, warnings included."""
+        return all(c.ok for c in self.checks)
+
+    def check(self, name: str) -> Check:
+        return next(c for c in self.checks if c.name == name)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "ok": self.ok, "checks": [c.to_dict() for c in self.checks]}
+
+    def format_text(self, max_problems: int = 10) -> str:
+        lines = [f"{self.path}: {'OK' if self.ok else 'FAILED'}"]
+        for c in self.checks:
+            status = "ok" if c.ok else ("warn" if c.warning else "FAIL")
+            lines.append(f"  [{status:>4}] {c.name}: {c.summary}")
+            for p in c.problems[:max_problems]:
+                lines.append(f"         {p.where}: {p.what}")
+            if len(c.problems) > max_problems:
+                lines.append(f"         ... and {len(c.problems) - max_problems} more (--json lists all)")
+        return "\n".join(lines)
