@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from mxrec.errors import ListFileError
+from mxrec.errors import ListFileError, UnsafePathError
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,18 @@ def parse_list_line(line: str, path: str | os.PathLike | None = None, line_numbe
     return ListEntry(index, tuple(labels), fields[-1])
 
 
-def iter_list(path: str | os.PathLike) -> Iterator[ListEntry]:
-    """The entries of a ``.lst`` file, in file order (blank lines skipped)."""
+def iter_numbered_list(path: str | os.PathLike) -> Iterator[tuple[int, ListEntry]]:
+    """``(line number, entry)`` for each entry of a ``.lst`` file, in file order (blank lines skipped)."""
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if line.strip():
-                yield parse_list_line(line, path, number)
+                yield number, parse_list_line(line, path, number)
+
+
+def iter_list(path: str | os.PathLike) -> Iterator[ListEntry]:
+    """The entries of a ``.lst`` file, in file order (blank lines skipped)."""
+    for _, entry in iter_numbered_list(path):
+        yield entry
 
 
 def read_list(path: str | os.PathLike) -> list[ListEntry]:
@@ -84,3 +90,34 @@ def write_list(path: str | os.PathLike, entries: Iterable[ListEntry]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def check_list_path(path: str) -> str | None:
+    """Why ``path`` cannot be written as a ``.lst`` path field (``None`` when it can).
+
+    The format has no quoting: a tab or newline would split the line, and
+    readers strip each field, so surrounding spaces would be lost.
+    """
+    if not path:
+        return "the path is empty"
+    if any(c in path for c in "\t\n\r"):
+        return f"the path {path!r} holds a tab or line break"
+    if path != path.strip():
+        return f"the path {path!r} starts or ends with white space"
+    return None
+
+
+def resolve_list_path(root: str | os.PathLike, path: str) -> str:
+    """The file ``path`` (a ``.lst`` path field) names under ``root``.
+
+    Raises :class:`~mxrec.errors.UnsafePathError` for an absolute path or one
+    whose ``..`` parts climb out of ``root``: a list must not reach files
+    outside its image root. (im2rec would read any such file; symbolic links
+    inside ``root`` are followed, as im2rec's list mode does.)
+    """
+    if os.path.isabs(path) or os.path.splitdrive(path)[0]:
+        raise UnsafePathError(f"image path {path!r} is absolute; .lst paths must be relative to the root")
+    normal = os.path.normpath(path)
+    if normal == os.pardir or normal.startswith(os.pardir + os.sep) or normal == os.curdir:
+        raise UnsafePathError(f"image path {path!r} leads outside the image root {os.fspath(root)!r}")
+    return os.path.join(root, normal)
