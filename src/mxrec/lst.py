@@ -19,6 +19,8 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from mxrec.errors import ListFileError, UnsafePathError
 
 
@@ -31,9 +33,23 @@ class ListEntry:
     path: str
 
 
-def format_list_line(entry: ListEntry) -> str:
-    """The ``.lst`` line for ``entry``, byte-identical to im2rec's ``write_list``."""
-    return f"{entry.index}\t" + "".join(f"{label:f}\t" for label in entry.labels) + f"{entry.path}\n"
+def _exact_label(label: float) -> str:
+    """``"%f"`` when that gives back the same float32 label, else the shortest text that does."""
+    text = f"{label:f}"
+    value = np.float32(label)
+    return text if np.float32(text) == value or np.isnan(value) else str(value)
+
+
+def format_list_line(entry: ListEntry, exact: bool = False) -> str:
+    """The ``.lst`` line for ``entry``, byte-identical to im2rec's ``write_list``.
+
+    im2rec writes labels with six decimals, which loses float32 labels such
+    as ``1e-7``; with ``exact`` such labels are written in full (any reader,
+    im2rec's included, parses them) so that packing the list gives the same
+    float32 labels back.
+    """
+    labels = (_exact_label(label) if exact else f"{label:f}" for label in entry.labels)
+    return f"{entry.index}\t" + "".join(f"{label}\t" for label in labels) + f"{entry.path}\n"
 
 
 def parse_list_line(line: str, path: str | os.PathLike | None = None, line_number: int | None = None) -> ListEntry:
@@ -77,14 +93,17 @@ def read_list(path: str | os.PathLike) -> list[ListEntry]:
     return list(iter_list(path))
 
 
-def write_list(path: str | os.PathLike, entries: Iterable[ListEntry]) -> None:
-    """Write a ``.lst`` file atomically (a temporary file renamed into place)."""
+def write_list(path: str | os.PathLike, entries: Iterable[ListEntry], exact: bool = False) -> None:
+    """Write a ``.lst`` file atomically (a temporary file renamed into place).
+
+    ``exact``: as in :func:`format_list_line`.
+    """
     path = os.fspath(path)
     tmp = f"{path}.partial"
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for entry in entries:
-                f.write(format_list_line(entry))
+                f.write(format_list_line(entry, exact))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from mxrec import __version__
 from mxrec.errors import MxrecError
 
-SUBCOMMANDS = ["info", "index", "verify"]
+SUBCOMMANDS = ["info", "index", "verify", "list", "pack", "im2rec", "extract"]
 
 
 def build_parser() -> argparse.ArgumentParser:
