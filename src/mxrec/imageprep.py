@@ -4,6 +4,7 @@
 into the bytes stored after the ``IRHeader``:
 
 * ``pass_through``: the file's bytes, untouched (nothing else applies).
+  Empty and truncated files are refused (:func:`truncation`) in every mode.
 * Otherwise the image is decoded as ``cv2.imread(path, color)`` would (same
   OpenCV call on the same bytes, so the same EXIF rotation for ``color`` 0
   and 1 and none for -1), then:
@@ -31,6 +32,7 @@ downscale; typically a few grey levels per pixel), so it is off by default.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,34 +43,66 @@ from mxrec.errors import ImageDecodeError, OptionError
 COLOR_MODES = (-1, 0, 1)
 ENCODINGS = (".jpg", ".png")
 REDUCTION_FACTORS = (8, 4, 2)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _SOF_MARKERS = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 _STANDALONE_MARKERS = frozenset({0x01, *range(0xD0, 0xD8)})
 
 
-def jpeg_size(data: bytes | memoryview) -> tuple[int, int] | None:
-    """``(height, width)`` from a JPEG's frame header, or ``None`` when ``data`` is not a readable JPEG."""
-    if len(data) < 4 or data[0] != 0xFF or data[1] != 0xD8:
-        return None
+def _jpeg_segments(data: bytes | memoryview) -> Iterator[tuple[int, int]]:
+    """``(marker, position)`` of each JPEG segment up to and including the first start of scan."""
     pos = 2
     while pos + 4 <= len(data):
         if data[pos] != 0xFF:
-            return None
+            return
         marker = data[pos + 1]
         if marker == 0xFF:  # fill byte
             pos += 1
             continue
+        yield marker, pos
         if marker in _STANDALONE_MARKERS:
             pos += 2
             continue
-        if marker in (0xD9, 0xDA):  # end of image / start of scan before any frame header
-            return None
+        if marker in (0xD9, 0xDA):  # end of image, start of scan: no more headers
+            return
         (length,) = struct.unpack_from(">H", data, pos + 2)
+        pos += 2 + length
+
+
+def is_jpeg(data: bytes | memoryview) -> bool:
+    """Whether ``data`` starts with a JPEG start-of-image marker."""
+    return len(data) >= 3 and data[0] == 0xFF and data[1] == 0xD8 and data[2] == 0xFF
+
+
+def jpeg_size(data: bytes | memoryview) -> tuple[int, int] | None:
+    """``(height, width)`` from a JPEG's frame header, or ``None`` when ``data`` is not a readable JPEG."""
+    if not is_jpeg(data):
+        return None
+    for marker, pos in _jpeg_segments(data):
         if marker in _SOF_MARKERS:
             if pos + 9 > len(data):
                 return None
             height, width = struct.unpack_from(">HH", data, pos + 5)
             return (height, width) if height and width else None
-        pos += 2 + length
+    return None
+
+
+def truncation(data: bytes) -> str | None:
+    """Why ``data`` is an empty or cut-off image file, or ``None``.
+
+    OpenCV decodes a truncated JPEG without complaint (the missing rows come
+    out grey), so im2rec packed such files; here a JPEG must have an
+    end-of-image marker after its first scan (an EXIF thumbnail's own marker,
+    earlier in the file, does not count) and a PNG its ``IEND`` chunk. Other
+    formats are left to the decoder.
+    """
+    if not data:
+        return "empty file"
+    if is_jpeg(data):
+        scan = next((pos for marker, pos in _jpeg_segments(data) if marker == 0xDA), None)
+        if scan is None or data.find(b"\xff\xd9", scan) < 0:
+            return f"truncated JPEG ({len(data)} bytes, no end-of-image marker after the image data)"
+    elif data.startswith(PNG_SIGNATURE) and data.rfind(b"IEND") < 0:
+        return f"truncated PNG ({len(data)} bytes, no IEND chunk)"
     return None
 
 
@@ -131,10 +165,14 @@ class ImageTransform:
     def apply(self, data: bytes, what: str = "image") -> bytes:
         """The bytes to store for an image file's ``data``; ``what`` names it in errors.
 
-        Raises :class:`~mxrec.errors.ImageDecodeError` for empty or undecodable
+        Raises :class:`~mxrec.errors.ImageDecodeError` for empty, truncated
+        (see :func:`truncation`; checked in pass-through too) or undecodable
         data, and :class:`~mxrec.errors.MxrecError` when OpenCV cannot encode
         the result (for example a 16-bit PNG read with ``color=-1`` into JPEG).
         """
+        problem = truncation(data)
+        if problem is not None:
+            raise ImageDecodeError(f"{what}: {problem}")
         if self.pass_through:
             return data
         img = self._decode(data, what)
