@@ -114,7 +114,7 @@ def test_prefix_that_is_a_folder(im2rec, tmp_path):
 
 
 def test_no_matching_list_is_an_error(tmp_path):
-    with pytest.raises(PackError, match="no .lst"):
+    with pytest.raises(PackError, match=r"no \.lst"):
         pack_prefix(tmp_path / "nothing", tmp_path)
 
 
@@ -169,7 +169,7 @@ def test_pass_through_skips_empty_and_cut_files_only(broken_set, tmp_path):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_strict_stops_and_leaves_no_output(broken_set, tmp_path, workers):
     lst, root = broken_set
-    with pytest.raises(PackError, match="empty.jpg"):
+    with pytest.raises(PackError, match=r"empty\.jpg"):
         pack_list(lst, root, workers=workers, strict=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
 

@@ -72,9 +72,9 @@ def label_folder(label: float, label_names: dict[int, str] | None = None) -> str
                 or check_list_path(name) is not None:
             raise UnsafePathError(f"label {int(value)}: name {name!r} cannot be a folder inside the output")
         return os.path.join(*parts)
-    if value.is_integer():
+    if value.is_integer() and abs(value) < 2**53:
         return str(int(value))
-    return str(np.float32(label))
+    return str(np.float32(label))  # shortest text of the float32 value: 0.1, -1e+30, nan, inf
 
 
 @dataclass
