@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +286,23 @@ def test_bad_shard_sizes(text):
 
     with pytest.raises(OptionError):
         parse_shard_size(text)
+
+
+def test_workers_start_after_the_parent_ran_opencv_threads(im2rec, tmp_path):
+    # A child forked while the parent's OpenCV thread pool runs must not touch that pool's state (it hung).
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, cv2, numpy as np\n"
+        "from mxrec.packing import pack_list\n"
+        "big = np.zeros((3000, 3000, 3), np.uint8)\n"
+        "cv2.resize(big, (999, 999)); cv2.resize(big, (1500, 1501))\n"
+        "r = pack_list(sys.argv[1], sys.argv[2], sys.argv[3], workers=2)\n"
+        "print(r.records)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent.parent / "src"))
+    done = subprocess.run([sys.executable, "-c", script, str(im2rec / "default" / "sub.lst"),
+                           str(im2rec / "photos200"), str(tmp_path / "x.rec")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.stdout.strip() == "50", done.stderr
+    assert (tmp_path / "x.idx").read_bytes() == (im2rec / "default" / "sub.idx").read_bytes()

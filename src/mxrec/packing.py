@@ -39,7 +39,6 @@ import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from mxrec.codec import opencv
 from mxrec.errors import ListFileError, MxrecError, PackError, UnsafePathError
 from mxrec.header import IRHeader, pack
 from mxrec.imageprep import ImageTransform
@@ -122,10 +121,10 @@ def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform,
 
 
 def _init_worker() -> None:
-    # Ctrl-C is handled by the parent, which stops the workers; OpenCV's own
-    # threads would only compete with the other worker processes.
+    # Ctrl-C is handled by the parent, which stops the workers. (Not
+    # cv2.setNumThreads here: in a child forked from a parent whose OpenCV
+    # thread pool is running, it hangs.)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    opencv().setNumThreads(1)
 
 
 def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pack_label: bool,
