@@ -155,6 +155,7 @@ def test_bad_images_are_skipped_and_reported(broken_set, tmp_path, workers):
     assert "truncated JPEG" in reasons["cut.jpg"]
     assert "No such file" in reasons["missing.jpg"]
     assert "not a decodable image" in reasons["text.jpg"]
+    assert all(str(root / path) in reason for path, reason in reasons.items())  # each reason names its file
     with RecordReader(tmp_path / "set.rec") as reader:
         assert reader.keys == [10, 12, 16]
         assert [unpack(r)[0].label for r in reader] == [0.0, 2.0, 6.0]
@@ -179,7 +180,7 @@ def test_progress_reports_skips_and_plain_lines(broken_set, capsys):
     lst, root = broken_set
     pack_list(lst, root, progress=True, interval=0)
     err = capsys.readouterr().err
-    assert "skipped empty.jpg: " in err
+    assert "skipped index 11: " in err and "empty.jpg: empty file" in err
     assert "set.rec: 7/7 in" in err
     assert "\r" not in err  # not a terminal: plain lines
 

@@ -53,7 +53,7 @@ _TASKS_PER_HANDOFF = 16  # images a worker takes at a time: fewer round trips, s
 
 @dataclass(frozen=True)
 class SkippedImage:
-    """An image left out of the output: its ``.lst`` index, path, and why."""
+    """An image left out of the output: its ``.lst`` index and path, and why (a message naming the file)."""
 
     index: int
     path: str
@@ -109,15 +109,13 @@ def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTran
 
 def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform,
                       pack_label: bool) -> tuple[bytes | None, str | None]:
-    """:func:`image_record`, or ``(None, why)`` for an image that must be skipped."""
+    """:func:`image_record`, or ``(None, why)`` for an image that must be skipped (``why`` names the file)."""
     try:
         return image_record(entry, root, transform, pack_label), None
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
-    except MxrecError as exc:
+    except (OSError, MxrecError) as exc:
         return None, str(exc)
     except Exception as exc:  # OpenCV's own errors: one bad image must not stop the job
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
 
 
 def _init_worker() -> None:
@@ -168,11 +166,11 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
                 if payload is None:
                     skipped = SkippedImage(entry.index, entry.path, reason or "unknown error")
                     if strict:
-                        raise PackError(f"{lst_path}: image {entry.path!r} (index {entry.index}): {skipped.reason}; "
+                        raise PackError(f"{lst_path}: index {entry.index}: {skipped.reason}; "
                                         "stopping (strict), no output written")
                     result.skipped.append(skipped)
                     if meter is not None:
-                        meter.message(f"skipped {entry.path}: {skipped.reason}")
+                        meter.message(f"skipped index {entry.index}: {skipped.reason}")
                 else:
                     writer.write(payload, key=entry.index)
                 if meter is not None:

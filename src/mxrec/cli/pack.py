@@ -56,7 +56,7 @@ def report(results: list[PackResult]) -> None:
         print(f"{os.path.relpath(result.lst_path)} -> {names}: {result.records} records, "
               f"{len(result.skipped)} skipped")
         for skipped in result.skipped:
-            print(f"  skipped {skipped.path} (index {skipped.index}): {skipped.reason}", file=sys.stderr)
+            print(f"  skipped index {skipped.index}: {skipped.reason}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
