@@ -39,6 +39,11 @@ WORKLOADS = [
      ["--resize", "256", "--quality", "95", "--num-thread", "2"]),
     ("  same + --reduced-decode (opt-in)", ["pack", "--resize", "256", "--quality", "95", "-j", "2",
                                             "--reduced-decode"], None),
+    # photos with a shorter side of 256-500 px decode at 1/2 scale only for targets up to half that
+    ("resize 128 q95, 2 workers", ["pack", "--resize", "128", "--quality", "95", "-j", "2"],
+     ["--resize", "128", "--quality", "95", "--num-thread", "2"]),
+    ("  same + --reduced-decode (opt-in)", ["pack", "--resize", "128", "--quality", "95", "-j", "2",
+                                            "--reduced-decode"], None),
 ]
 
 
