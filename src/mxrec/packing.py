@@ -176,13 +176,10 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
                 if meter is not None:
                     meter.update()
             result.records = len(writer)
-            if isinstance(writer, ShardedWriter):
-                result.outputs = writer.paths
     finally:
         if meter is not None:
             meter.close()
-    if not isinstance(writer, ShardedWriter):
-        result.outputs = [(writer.path, writer.index_path)]
+    result.outputs = writer.paths if isinstance(writer, ShardedWriter) else [(writer.path, writer.index_path)]
     return result
 
 
