@@ -40,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--num-thread", "-j", type=int, default=os.cpu_count() or 1, dest="num_thread",
                    help="worker processes (default: the number of CPUs, %(default)s)")
     p.add_argument("--reduced-decode", action="store_true",
-                   help="with --resize, decode large JPEGs at 1/2, 1/4 or 1/8 scale first: much faster, "
-                        "but pixels differ slightly from im2rec's")
+                   help="with --resize, decode JPEGs at least twice the target at 1/2, 1/4 or 1/8 scale: "
+                        "faster, but pixels differ slightly from im2rec's (off by default)")
     p.add_argument("--strict", action="store_true", help="stop with an error (and no output) on any bad image")
     p.add_argument("--shard-size", type=parse_shard_size, metavar="N|SIZE",
                    help="split the output into NAME_00000.rec/.idx, ... of N records or SIZE bytes (512MB, 2GiB)")
