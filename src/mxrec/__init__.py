@@ -11,6 +11,13 @@ Where things live:
 * :mod:`mxrec.recordio` drop-in replacement for ``mxnet.recordio``
 * :mod:`mxrec.info`     dataset summary (``mxrec info``)
 * :mod:`mxrec.verify`   framing and index checks (``mxrec verify``)
+* :mod:`mxrec.lst`      the ``.lst`` image list format
+* :mod:`mxrec.listing`  making ``.lst`` files from a folder or a CSV (``mxrec list``)
+* :mod:`mxrec.imageprep` im2rec's per-image transform (decode, crop, resize, encode)
+* :mod:`mxrec.packing`  the pack job, ``.lst`` -> ``.rec``/``.idx`` (``mxrec pack``, ``mxrec im2rec``)
+* :mod:`mxrec.shards`   sharded output ``name_00000.rec``, ...
+* :mod:`mxrec.progress` progress display for long jobs
+* :mod:`mxrec.extract`  images back out of a ``.rec`` (``mxrec extract``)
 * :mod:`mxrec.cli`      the ``mxrec`` command line, a thin layer over the above
 """
 
@@ -24,8 +31,12 @@ from mxrec.errors import (
     RecordKeyError,
     TruncatedRecordError,
 )
+from mxrec.extract import extract_records
 from mxrec.header import IRHeader, pack, unpack
+from mxrec.imageprep import ImageTransform
 from mxrec.index import build_index, read_index, write_index
+from mxrec.listing import make_lists, read_labelled_csv
+from mxrec.packing import pack_list, pack_prefix
 from mxrec.preview import contact_sheet
 from mxrec.reader import RecordReader
 from mxrec.repair import repair_dataset
@@ -40,6 +51,7 @@ __all__ = [
     "HeaderError",
     "IRHeader",
     "ImageDecodeError",
+    "ImageTransform",
     "IndexFileError",
     "MxrecError",
     "RecordFormatError",
@@ -50,8 +62,13 @@ __all__ = [
     "build_index",
     "contact_sheet",
     "dataset_stats",
+    "extract_records",
+    "make_lists",
     "pack",
+    "pack_list",
+    "pack_prefix",
     "read_index",
+    "read_labelled_csv",
     "repair_dataset",
     "unpack",
     "verify_dataset",

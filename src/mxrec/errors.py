@@ -101,3 +101,15 @@ class ListFileError(MxrecError, ValueError):
         if line is not None:
             where += f": line {line}"
         super().__init__(f"{where}: {reason}")
+
+
+class UnsafePathError(MxrecError, ValueError):
+    """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
+
+
+class OptionError(MxrecError, ValueError):
+    """An option value that cannot work (a ratio outside 0..1, a shard size of 0, ...)."""
+
+
+class PackError(MxrecError, RuntimeError):
+    """A pack job stopped: an image was skipped under ``strict``, or no ``.lst`` matched the prefix."""

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from mxrec import __version__
 from mxrec.errors import MxrecError
 
-SUBCOMMANDS = ["info", "index", "verify", "preview", "stats"]
+SUBCOMMANDS = ["info", "index", "verify", "list", "pack", "im2rec", "extract", "preview", "stats"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,44 @@
+"""``mxrec im2rec PREFIX ROOT [options]``: the command line of MXNet's ``tools/im2rec.py``, both modes.
+
+``--list`` makes image lists (as ``mxrec list``, with im2rec's fixed seed);
+otherwise every ``PREFIX*.lst`` is packed (as ``mxrec pack``, with
+``--num-thread`` defaulting to 1 as in im2rec). Existing scripts only change
+the program name. Output differs from im2rec's only where im2rec misbehaves
+(see ``mxrec.listing`` and ``mxrec.packing``): records always in ``.lst``
+order, bad images skipped and reported, output renamed into place when done.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mxrec.cli.list import add_list_arguments
+from mxrec.cli.pack import add_transform_arguments, report, transform_from_args
+from mxrec.listing import label_names_path, make_lists, read_label_names
+from mxrec.packing import pack_prefix
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("im2rec", help="drop-in for MXNet's tools/im2rec.py (same arguments)",
+                              description=__doc__)
+    p.add_argument("prefix", help="prefix of the .lst files to write (--list) or to pack")
+    p.add_argument("root", help="the image folder")
+    p.add_argument("--list", action="store_true", help="make image lists instead of packing")
+    add_list_arguments(p)
+    add_transform_arguments(p)
+    p.add_argument("--num-thread", type=int, default=1, help="worker processes (default: 1, as im2rec)")
+    p.set_defaults(run=run, command="im2rec")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        make_lists(args.prefix, args.root, recursive=args.recursive, exts=args.exts, chunks=args.chunks,
+                   train_ratio=args.train_ratio, test_ratio=args.test_ratio, shuffle=args.shuffle)
+        if args.recursive:  # im2rec prints the folder of each label
+            for label, name in read_label_names(label_names_path(args.prefix)).items():
+                print(name, label)
+        return 0
+    results = pack_prefix(args.prefix, args.root, transform_from_args(args), workers=args.num_thread,
+                          pack_label=args.pack_label, progress=True)
+    report(results)
+    return 0

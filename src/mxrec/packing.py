@@ -1,0 +1,209 @@
+"""The pack job: a ``.lst`` and its image folder turned into a ``.rec``/``.idx`` (im2rec's pack mode).
+
+For each ``.lst`` entry, in ``.lst`` order, the image file ``ROOT/path`` goes
+through an :class:`~mxrec.imageprep.ImageTransform` and is stored as one
+record: ``IRHeader(flag, label, id=.lst index, id2=0)`` followed by the image
+bytes; the ``.idx`` key is the ``.lst`` index. The label is the entry's first
+label, or, with ``pack_label`` and more than one label, all of them as a
+float32 array (im2rec's ``--pack-label``; a single label stays a scalar).
+
+Compared with im2rec:
+
+* Records are always in ``.lst`` order, with any number of workers.
+* An image that cannot be read, decoded or encoded is skipped, reported
+  (path and reason, see :class:`SkippedImage`) and counted; im2rec printed a
+  traceback, and in single-process mode wrote the *previous* image again under
+  the failed image's key. With ``strict`` the first skip stops the job.
+* The ``.lst`` is checked before any image is read: a malformed line, an
+  index outside ``0 .. 2**64-1``, an index used twice (im2rec wrote both, so
+  the ``.idx`` had a duplicate key) or a path that leads outside the image root
+  (absolute, or climbing out with ``..``) is an error naming the line.
+* Output goes to ``<name>.partial`` files renamed into place at the end, so an
+  interrupted or failed job leaves nothing that looks finished. Ctrl-C stops
+  the worker processes and removes the partial files.
+* Optional sharding (:mod:`mxrec.shards`) and a progress display
+  (:mod:`mxrec.progress`).
+
+Workers are processes (``workers > 1``) each decoding and encoding whole
+images; the parent only writes. Pass-through is I/O-bound and is always done
+in the parent, where it needs no copying between processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from mxrec.errors import ListFileError, MxrecError, PackError, UnsafePathError
+from mxrec.header import IRHeader, pack
+from mxrec.imageprep import ImageTransform
+from mxrec.lst import ListEntry, iter_numbered_list, resolve_list_path
+from mxrec.progress import Progress
+from mxrec.shards import ShardedWriter, ShardLimit
+from mxrec.writer import RecordWriter
+
+_MAX_ID = 2**64 - 1
+_TASKS_PER_HANDOFF = 16  # images a worker takes at a time: fewer round trips, still smooth progress
+
+
+@dataclass(frozen=True)
+class SkippedImage:
+    """An image left out of the output: its ``.lst`` index and path, and why (a message naming the file)."""
+
+    index: int
+    path: str
+    reason: str
+
+
+@dataclass
+class PackResult:
+    """What one pack job wrote."""
+
+    lst_path: str
+    outputs: list[tuple[str, str]]  # (rec, idx) of each file (one, or one per shard)
+    records: int = 0
+    skipped: list[SkippedImage] = field(default_factory=list)
+
+
+def record_label(labels: Sequence[float], pack_label: bool) -> float | tuple[float, ...]:
+    """The ``IRHeader`` label im2rec stores: all labels with ``pack_label`` when there are several, else the first."""
+    if pack_label and len(labels) > 1:
+        return tuple(labels)
+    return labels[0]
+
+
+def read_pack_list(lst_path: str | os.PathLike) -> list[ListEntry]:
+    """The entries of ``lst_path``, checked for what would break a pack (indices, unsafe paths)."""
+    lst_path = os.fspath(lst_path)
+    entries = []
+    first_line: dict[int, int] = {}
+    for number, entry in iter_numbered_list(lst_path):
+        if not 0 <= entry.index <= _MAX_ID:
+            raise ListFileError(lst_path, number, f"index {entry.index} is not a record id (0 .. 2**64-1)")
+        if entry.index in first_line:
+            raise ListFileError(lst_path, number,
+                                f"index {entry.index} is already used on line {first_line[entry.index]}")
+        first_line[entry.index] = number
+        try:
+            resolve_list_path(".", entry.path)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{lst_path}: line {number}: {exc}") from None
+        entries.append(entry)
+    return entries
+
+
+def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTransform,
+                 pack_label: bool = False) -> bytes:
+    """The record payload for one ``.lst`` entry: ``IRHeader`` + the transformed image file."""
+    path = resolve_list_path(root, entry.path)
+    with open(path, "rb") as f:
+        data = f.read()
+    body = transform.apply(data, what=path)
+    return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
+
+
+def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform,
+                      pack_label: bool) -> tuple[bytes | None, str | None]:
+    """:func:`image_record`, or ``(None, why)`` for an image that must be skipped (``why`` names the file)."""
+    try:
+        return image_record(entry, root, transform, pack_label), None
+    except (OSError, MxrecError) as exc:
+        return None, str(exc)
+    except Exception as exc:  # OpenCV's own errors: one bad image must not stop the job
+        return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
+
+
+def _init_worker() -> None:
+    # Ctrl-C is handled by the parent, which stops the workers. (Not
+    # cv2.setNumThreads here: in a child forked from a parent whose OpenCV
+    # thread pool is running, it hangs.)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pack_label: bool,
+             workers: int) -> Iterator[tuple[bytes | None, str | None]]:
+    """``(payload, reason)`` for each entry, in order, from ``workers`` processes (or this one)."""
+    job = functools.partial(_record_or_reason, root=root, transform=transform, pack_label=pack_label)
+    if workers <= 1 or transform.pass_through or len(entries) < 2:
+        yield from map(job, entries)
+        return
+    with multiprocessing.Pool(min(workers, len(entries)), initializer=_init_worker) as pool:
+        yield from pool.imap(job, entries, chunksize=_TASKS_PER_HANDOFF)
+
+
+def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: str | os.PathLike | None = None,
+              transform: ImageTransform | None = None, *, workers: int = 1, pack_label: bool = False,
+              strict: bool = False, shard_limit: ShardLimit | None = None, progress: bool = False,
+              interval: float = 10.0) -> PackResult:
+    """Pack the images listed in ``lst_path`` (relative to ``root``) into ``rec_path`` and its ``.idx``.
+
+    ``rec_path`` defaults to the ``.lst`` path with ``.rec``. ``progress``
+    shows progress and each skipped image on stderr (every ``interval``
+    seconds when stderr is not a terminal). Raises :class:`PackError` with
+    ``strict`` on the first image that has to be skipped; the partial output is
+    then removed.
+    """
+    lst_path, root = os.fspath(lst_path), os.fspath(root)
+    rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
+    transform = transform if transform is not None else ImageTransform()
+    entries = read_pack_list(lst_path)
+    result = PackResult(lst_path, [])
+    meter = Progress(len(entries), f"{os.path.basename(rec_path)}: ", interval=interval) if progress else None
+    writer: RecordWriter | ShardedWriter
+    if shard_limit is not None:
+        writer = ShardedWriter(rec_path, shard_limit)
+    else:
+        writer = RecordWriter(rec_path, index=True, atomic=True)
+    results = _results(entries, root, transform, pack_label, workers)
+    try:
+        with writer, contextlib.closing(results):  # closing stops the workers on any error or Ctrl-C
+            for entry, (payload, reason) in zip(entries, results, strict=True):
+                if payload is None:
+                    skipped = SkippedImage(entry.index, entry.path, reason or "unknown error")
+                    if strict:
+                        raise PackError(f"{lst_path}: index {entry.index}: {skipped.reason}; "
+                                        "stopping (strict), no output written")
+                    result.skipped.append(skipped)
+                    if meter is not None:
+                        meter.message(f"skipped index {entry.index}: {skipped.reason}")
+                else:
+                    writer.write(payload, key=entry.index)
+                if meter is not None:
+                    meter.update()
+            result.records = len(writer)
+    finally:
+        if meter is not None:
+            meter.close()
+    result.outputs = writer.paths if isinstance(writer, ShardedWriter) else [(writer.path, writer.index_path)]
+    return result
+
+
+def find_prefix_lists(prefix: str | os.PathLike) -> list[str]:
+    """Every ``.lst`` im2rec would pack for ``prefix``, sorted.
+
+    im2rec's rule: the folder is ``prefix`` itself when it is a directory,
+    else its parent; every file there whose absolute path starts with the
+    absolute ``prefix`` and ends with ``.lst`` is packed.
+    """
+    prefix = os.path.abspath(prefix)
+    folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+    return sorted(path for path in (os.path.join(folder, name) for name in os.listdir(folder))
+                  if path.startswith(prefix) and path.endswith(".lst") and os.path.isfile(path))
+
+
+def pack_prefix(prefix: str | os.PathLike, root: str | os.PathLike, transform: ImageTransform | None = None,
+                **options: object) -> list[PackResult]:
+    """Pack every ``.lst`` matching ``prefix`` (see :func:`find_prefix_lists`), each beside its ``.lst``.
+
+    ``options`` are those of :func:`pack_list`. Raises :class:`PackError` when
+    no ``.lst`` matches.
+    """
+    lists = find_prefix_lists(prefix)
+    if not lists:
+        raise PackError(f"no .lst file starts with the prefix {os.path.abspath(prefix)!r}")
+    return [pack_list(lst, root, None, transform, **options) for lst in lists]

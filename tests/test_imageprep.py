@@ -1,0 +1,134 @@
+"""The per-image transform of im2rec's pack mode: geometry rules, EXIF rotation, truncation, reduced decode."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from mxrec.codec import decode_image, encode_image
+from mxrec.errors import ImageDecodeError, OptionError
+from mxrec.imageprep import (
+    ImageTransform,
+    center_square,
+    jpeg_size,
+    reduction_factor,
+    shorter_side_size,
+    truncation,
+)
+
+cv2 = pytest.importorskip("cv2")
+
+
+@pytest.fixture
+def jpeg(golden) -> bytes:
+    return (golden / "im2rec" / "photos200" / "retina" / "retina_00004.jpg").read_bytes()
+
+
+def with_exif_orientation(jpeg_bytes: bytes, orientation: int) -> bytes:
+    """``jpeg_bytes`` with an APP1 EXIF segment whose IFD0 holds only the Orientation tag."""
+    tiff = b"II*\x00" + struct.pack("<IH", 8, 1) + struct.pack("<HHIHH", 0x0112, 3, 1, orientation, 0) + b"\0" * 4
+    app1 = b"\xff\xe1" + struct.pack(">H", 2 + 6 + len(tiff)) + b"Exif\x00\x00" + tiff
+    return jpeg_bytes[:2] + app1 + jpeg_bytes[2:]
+
+
+def test_shorter_side_rule_is_integer_division():
+    assert shorter_side_size(371, 364, 128) == (128, 130)  # golden resize128: first record is 130 x 128
+    assert shorter_side_size(300, 400, 128) == (170, 128)
+    assert shorter_side_size(100, 100, 64) == (64, 64)
+    assert shorter_side_size(10, 20, 64) == (128, 64)  # enlarging, as im2rec does
+
+
+def test_center_square_keeps_the_middle():
+    img = np.arange(5 * 8).reshape(5, 8)
+    assert np.array_equal(center_square(img), img[:, 1:6])
+    assert np.array_equal(center_square(img.T), img.T[1:6])
+
+
+def test_jpeg_size_reads_the_frame_header(jpeg):
+    assert jpeg_size(jpeg) == decode_image(jpeg).shape[:2]
+    assert jpeg_size(with_exif_orientation(jpeg, 6)) == jpeg_size(jpeg)
+    assert jpeg_size(b"\x89PNG\r\n\x1a\n") is None
+    assert jpeg_size(jpeg[:20]) is None
+    assert jpeg_size(b"") is None
+
+
+def test_truncation_finds_cut_files(jpeg):
+    png = encode_image(decode_image(jpeg), ".png", 1)
+    assert truncation(jpeg) is None
+    assert truncation(png) is None
+    assert truncation(jpeg + b"\0" * 10) is None  # trailing padding after the end marker is fine
+    assert truncation(b"") == "empty file"
+    assert "truncated JPEG" in truncation(jpeg[:-2])
+    assert "truncated JPEG" in truncation(jpeg[:len(jpeg) // 2])
+    assert "truncated PNG" in truncation(png[:len(png) // 2])
+    # an EXIF thumbnail's end-of-image marker does not make a cut main image complete
+    thumb = encode_image(np.zeros((8, 8, 3), np.uint8))
+    app1 = b"\xff\xe1" + struct.pack(">H", 2 + len(thumb)) + thumb
+    assert "truncated JPEG" in truncation(jpeg[:2] + app1 + jpeg[2:len(jpeg) // 2])
+
+
+@pytest.mark.parametrize("data", [b"", b"not an image at all", b"\xff\xd8\xff\xe0 cut"])
+def test_bad_image_bytes_raise_decode_errors(data):
+    for transform in (ImageTransform(), ImageTransform(pass_through=True)):
+        if transform.pass_through and data == b"not an image at all":
+            assert transform.apply(data) == data  # pass-through stores any non-empty, uncut bytes
+            continue
+        with pytest.raises(ImageDecodeError, match="the-file"):
+            transform.apply(data, what="the-file")
+
+
+def test_exif_rotation_as_imread(jpeg, tmp_path):
+    rotated = with_exif_orientation(jpeg, 6)
+    (tmp_path / "r.jpg").write_bytes(rotated)
+    height, width = jpeg_size(jpeg)
+    for color, shape in ((1, (width, height, 3)), (0, (width, height)), (-1, (height, width, 3))):
+        out = decode_image(ImageTransform(color=color, encoding=".png").apply(rotated), -1)
+        assert out.shape == shape
+        assert np.array_equal(out, cv2.imread(str(tmp_path / "r.jpg"), color))
+
+
+@pytest.mark.parametrize("options", [dict(color=2), dict(encoding=".bmp"), dict(resize=-1)])
+def test_bad_options_are_rejected(options):
+    with pytest.raises(OptionError):
+        ImageTransform(**options)
+
+
+def test_reduction_factor_keeps_the_target():
+    assert reduction_factor(1000, 1200, 256) == 2
+    assert reduction_factor(1100, 2000, 256) == 4
+    assert reduction_factor(4096, 4096, 256) == 8
+    assert reduction_factor(511, 2000, 256) == 1
+
+
+@pytest.fixture
+def large_jpeg(jpeg) -> bytes:
+    img = decode_image(jpeg, 1)
+    return encode_image(cv2.resize(img, (img.shape[1] * 3, img.shape[0] * 3)), ".jpg", 95)
+
+
+@pytest.mark.parametrize("center_crop", [False, True])
+@pytest.mark.parametrize("color", [1, 0])
+def test_reduced_decode_gives_im2rec_size_and_close_pixels(large_jpeg, center_crop, color):
+    options = dict(resize=256, center_crop=center_crop, color=color, encoding=".png")
+    exact = decode_image(ImageTransform(**options).apply(large_jpeg), -1)
+    reduced = decode_image(ImageTransform(reduced_decode=True, **options).apply(large_jpeg), -1)
+    assert reduced.shape == exact.shape
+    difference = np.abs(reduced.astype(int) - exact.astype(int))
+    assert 0 < difference.mean() < 3  # the stated tolerance: a few grey levels on average
+
+
+def test_reduced_decode_follows_exif_rotation(large_jpeg):
+    rotated = with_exif_orientation(large_jpeg, 6)
+    exact = decode_image(ImageTransform(resize=200, encoding=".png").apply(rotated), -1)
+    reduced = decode_image(ImageTransform(resize=200, encoding=".png", reduced_decode=True).apply(rotated), -1)
+    height, width = jpeg_size(large_jpeg)
+    turned = shorter_side_size(width, height, 200)  # orientation 6 turns the frame by 90 degrees
+    assert reduced.shape == exact.shape == (turned[1], turned[0], 3)
+
+
+def test_reduced_decode_leaves_small_images_and_pngs_exact(jpeg, large_jpeg):
+    png = encode_image(decode_image(large_jpeg), ".png", 1)
+    for data in (jpeg, png):  # 364 px shorter side: not twice 256; a PNG has no scaled decode
+        assert ImageTransform(resize=256, reduced_decode=True).apply(data) == ImageTransform(resize=256).apply(data)
