@@ -6,7 +6,7 @@ import argparse
 import json
 
 from mxrec.doctor_labels import LABEL_KINDS
-from mxrec.progressbar import ProgressBar
+from mxrec.progress import Progress
 from mxrec.stats import dataset_stats, plot_stats, pyplot
 
 
@@ -20,14 +20,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="'class': labels are class ids; 'value': real values (default: decide from the labels)")
     p.add_argument("--workers", type=int, default=None, help="reading threads (default: all cores)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is drawn only on a terminal)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.set_defaults(run=run, command="stats")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.output:
         pyplot()  # fail before the long read when the plotting extra is missing
-    with ProgressBar("reading", enabled=False if args.no_progress else None) as bar:
+    with Progress(label="reading: ", unit="rec", enabled=not args.no_progress) as bar:
         stats = dataset_stats(args.rec, args.idx, label_kind=args.labels, workers=args.workers, progress=bar)
     print(json.dumps(stats.to_dict(), indent=2) if args.json else stats.format_text())
     if args.output:

@@ -15,7 +15,7 @@ import json
 
 from mxrec.contents import available_cores
 from mxrec.doctor_labels import LABEL_KINDS
-from mxrec.progressbar import ProgressBar
+from mxrec.progress import Progress
 from mxrec.repair import repair_dataset
 from mxrec.verify import DATASET_KINDS, verify_dataset
 
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (it is drawn only on a terminal)")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.set_defaults(run=run, command="verify")
 
 
@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     key_type = str if args.str_keys else int
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
     repair = repair_dataset(args.rec, args.repair, args.idx, key_type) if args.repair else None
-    with ProgressBar("decoding" if args.decode else "reading", enabled=False if args.no_progress else None) as bar:
+    with Progress(label="decoding: " if args.decode else "reading: ", unit="rec",
+                  enabled=not args.no_progress) as bar:
         report = verify_dataset(
             args.rec, args.idx, key_type, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
             against=args.against, num_classes=args.num_classes, label_kind=args.labels,
