@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mxrec import RecordReader, RecordWriter, framing
+from mxrec.atomic import PARTIAL_SUFFIX
 from mxrec.errors import (
     ClosedFileError,
     DuplicateKeyError,
@@ -25,7 +26,6 @@ from mxrec.errors import (
     TruncatedRecordError,
 )
 from mxrec.header import IRHeader, pack
-from mxrec.writer import PARTIAL_SUFFIX
 
 MAGIC = framing.MAGIC_BYTES
 

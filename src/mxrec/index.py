@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mxrec import framing
+from mxrec.atomic import atomic_open
 from mxrec.errors import DuplicateKeyError, IndexFileError
 from mxrec.mapping import map_file, release
 
@@ -155,17 +156,10 @@ def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicate
 
 
 def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int]) -> None:
-    """Write an ``.idx`` file atomically (a temporary file renamed into place)."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(format_index(keys, offsets))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write an ``.idx`` file atomically (see :mod:`mxrec.atomic`)."""
+    text = format_index(keys, offsets)
+    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
 
 
 KEY_SOURCES = ("auto", "position", "id")

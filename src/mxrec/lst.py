@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mxrec.atomic import atomic_open
 from mxrec.errors import ListFileError, UnsafePathError
 
 
@@ -94,21 +95,13 @@ def read_list(path: str | os.PathLike) -> list[ListEntry]:
 
 
 def write_list(path: str | os.PathLike, entries: Iterable[ListEntry], exact: bool = False) -> None:
-    """Write a ``.lst`` file atomically (a temporary file renamed into place).
+    """Write a ``.lst`` file atomically (see :mod:`mxrec.atomic`).
 
     ``exact``: as in :func:`format_list_line`.
     """
-    path = os.fspath(path)
-    tmp = f"{path}.partial"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for entry in entries:
-                f.write(format_list_line(entry, exact))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
+        for entry in entries:
+            f.write(format_list_line(entry, exact))
 
 
 def check_list_path(path: str) -> str | None:

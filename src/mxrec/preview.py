@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mxrec.atomic import atomic_open
 from mxrec.codec import decode_image, encode_image, opencv
 from mxrec.errors import HeaderError, ImageDecodeError, MxrecError
 from mxrec.header import label_array, unpack
@@ -134,14 +135,6 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
 
 def write_image(path: str | os.PathLike, image: np.ndarray) -> None:
     """Save ``image`` (BGR) in the format its extension names (``.png`` etc.), atomically."""
-    path = os.fspath(path)
-    data = encode_image(image, os.path.splitext(path)[1] or ".png", quality=95)
-    tmp = f"{path}.partial"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    data = encode_image(image, os.path.splitext(os.fspath(path))[1] or ".png", quality=95)
+    with atomic_open(path, "wb") as f:
+        f.write(data)

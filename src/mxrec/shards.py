@@ -19,8 +19,9 @@ import re
 from dataclasses import dataclass
 
 from mxrec import framing
+from mxrec.atomic import PARTIAL_SUFFIX
 from mxrec.errors import OptionError
-from mxrec.writer import PARTIAL_SUFFIX, RecordWriter
+from mxrec.writer import RecordWriter
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,

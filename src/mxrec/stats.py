@@ -21,6 +21,7 @@ from types import ModuleType
 
 import numpy as np
 
+from mxrec.atomic import atomic_path
 from mxrec.contents import read_contents
 from mxrec.doctor_images import image_records
 from mxrec.doctor_labels import class_counts, labelled_records, resolve_label_kind
@@ -163,13 +164,7 @@ def plot_stats(stats: DatasetStats, out_path: str | os.PathLike) -> None:
             ax.hist(stats.image_bytes / 1024, bins=40)
         ax.set(title="encoded image size", xlabel="KiB", ylabel="images")
         fig.tight_layout()
-        tmp = f"{out_path}.partial"
-        try:
+        with atomic_path(out_path) as tmp:
             fig.savefig(tmp, format=os.path.splitext(out_path)[1].lstrip(".") or "png", dpi=100)
-            os.replace(tmp, out_path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
     finally:
         plt.close(fig)

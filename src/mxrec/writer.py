@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from typing import BinaryIO, TextIO
 
 from mxrec import framing
+from mxrec.atomic import discard, partial_path
 from mxrec.errors import ClosedFileError, ForkedWriterError
 from mxrec.index import KeyType, format_index_line, index_path_for
 
-PARTIAL_SUFFIX = ".partial"
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
 _SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise
 _search_magic = framing.search_magic
@@ -63,10 +63,10 @@ class RecordWriter:
         # Index entries not yet written: keys and offsets, formatted in bulk by flush().
         self._pending_keys: list = []
         self._pending_offsets: list[int] = []
-        self._rec_target = self.path + PARTIAL_SUFFIX if atomic else self.path
+        self._rec_target = partial_path(self.path) if atomic else self.path
         self._idx_target = None
         if self.index_path is not None:
-            self._idx_target = self.index_path + PARTIAL_SUFFIX if atomic else self.index_path
+            self._idx_target = partial_path(self.index_path) if atomic else self.index_path
         self._rec: BinaryIO | None = open(self._rec_target, "wb", buffering=buffer_size)
         self._idx: TextIO | None = None
         if self._idx_target is not None:
@@ -191,8 +191,8 @@ class RecordWriter:
         self._close_files()
         if self.atomic:
             for target in (self._rec_target, self._idx_target):
-                if target is not None and os.path.exists(target):
-                    os.unlink(target)
+                if target is not None:
+                    discard(target)
 
     def _close_files(self) -> None:
         rec, idx = self._rec, self._idx
