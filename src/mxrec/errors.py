@@ -97,3 +97,10 @@ class ListFileError(MxrecError, ValueError):
         if line is not None:
             where += f": line {line}"
         super().__init__(f"{where}: {reason}")
+
+
+class ParameterError(MxrecError, ValueError, TypeError):
+    """A pipeline or iterator parameter is unknown, misspelled, out of range, or conflicts with another.
+
+    It is a ``TypeError`` too, as Python raises for an unexpected keyword argument.
+    """
