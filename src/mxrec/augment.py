@@ -233,10 +233,9 @@ def shift_hls(img: np.ndarray, hue: int, lightness: int, saturation: int) -> np.
     return _with_colour(img, cv2.cvtColor(hls.astype(np.uint8), cv2.COLOR_HLS2BGR))
 
 
-def pca_offsets(alpha_rgb: tuple[float, float, float]) -> np.ndarray:
-    """The per-channel offset ``eigvec @ (alpha * eigval)`` of AlexNet lighting noise, in B, G, R order."""
-    rgb = PCA_EIGVEC @ (np.asarray(alpha_rgb, dtype=np.float64) * PCA_EIGVAL)
-    return rgb[::-1].astype(np.float32)
+def pca_rgb_offset(alpha_rgb: tuple[float, float, float] | np.ndarray) -> np.ndarray:
+    """AlexNet lighting noise: the R, G, B offset ``eigvec @ (alpha * eigval)`` for the three draws ``alpha``."""
+    return (PCA_EIGVEC @ (np.asarray(alpha_rgb, dtype=np.float64) * PCA_EIGVAL)).astype(np.float32)
 
 
 def add_lighting(img: np.ndarray, offsets_bgr: np.ndarray) -> np.ndarray:
@@ -371,8 +370,8 @@ class DefaultAugmenter:
         if p.random_h or p.random_s or p.random_l:
             img = self._hls_jitter(img, rng)
         if p.pca_noise > 0:
-            img = add_lighting(img, pca_offsets((rng.normal(p.pca_noise), rng.normal(p.pca_noise),
-                                                 rng.normal(p.pca_noise))))
+            alpha = (rng.normal(p.pca_noise), rng.normal(p.pca_noise), rng.normal(p.pca_noise))
+            img = add_lighting(img, pca_rgb_offset(alpha)[::-1])
         return img
 
     def _warp(self, img: np.ndarray, rng: SampleRandom) -> np.ndarray:

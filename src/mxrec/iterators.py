@@ -46,6 +46,7 @@ from mxrec.pipeline import BatchPipeline, OnBroken
 from mxrec.reader import RecordReader
 from mxrec.rng import SampleRandom
 from mxrec.sampler import NO_LEFTOVER, BatchSampler, LastBatch, Leftover
+from mxrec.transforms import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
 
 _AUGMENT_STREAM = 0x617567  # separates augmentation streams from any other use of the same seed
 
@@ -395,8 +396,6 @@ class ImageIter(_BatchIter):
                  label_name: str = "softmax_label", dtype: str = "float32", last_batch_handle: str = "pad", *,
                  seed: int = 0, preprocess_threads: int = 1, prefetch_buffer: int = 2, on_broken: OnBroken = "skip",
                  **kwargs: Any) -> None:
-        from mxrec.transforms import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
-
         data_shape = _data_shape(data_shape)
         if data_shape[0] != 3:
             raise ParameterError(f"ImageIter decodes colour images: data_shape must have 3 channels, got {data_shape}")

@@ -160,9 +160,11 @@ class BatchPipeline:
         pad = plan.pad
         if broken:
             pad = self._replace_broken(plan, buffers, broken)
+        # The batch refers to the buffers before they join the recycling queue, so they are not reused under it.
+        batch = LoadedBatch(buffers.data, buffers.label, buffers.index, pad)
         self._handed_out.append(buffers)
         self._top_up()
-        return LoadedBatch(buffers.data, buffers.label, buffers.index, pad)
+        return batch
 
     def _top_up(self) -> None:
         while len(self._in_flight) < self.prefetch:
