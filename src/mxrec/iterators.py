@@ -311,8 +311,8 @@ class ImageRecordIter(_BatchIter):
         self.augment_params = AugmentParams(**{k: v for k, v in params.items() if k in augment_names})
         self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
         channels, height, width = p.data_shape
-        self.dtype = np.dtype(p.dtype or "float32")
-        self._writer = SlotWriter(self.normalize_params, channels, self.dtype)
+        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32")
+        self.dtype = self._writer.dtype
         self._augmenter = DefaultAugmenter(self.augment_params)
         self._random = self.augment_params.is_random or self.normalize_params.is_random
         self._aug_key = (_AUGMENT_STREAM, 0, p.seed) if p.seed_aug is None else (_AUGMENT_STREAM, 1, p.seed_aug)

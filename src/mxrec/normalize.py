@@ -64,9 +64,9 @@ class SlotWriter:
 
     def __init__(self, params: NormalizeParams, channels: int, dtype: str | np.dtype) -> None:
         self.params = params
+        if (dtype if isinstance(dtype, str) else np.dtype(dtype).name) not in OUTPUT_DTYPES:
+            raise ParameterError(f"dtype must be one of {OUTPUT_DTYPES}, not {dtype!r}")
         self.dtype = np.dtype(dtype)
-        if self.dtype.name not in OUTPUT_DTYPES:
-            raise ParameterError(f"dtype must be one of {OUTPUT_DTYPES}, not {self.dtype.name!r}")
         if channels not in (1, 3, 4):
             raise ParameterError(f"data_shape must have 1, 3 or 4 channels, not {channels}")
         self.channels = channels
