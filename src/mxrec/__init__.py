@@ -12,6 +12,10 @@ Where things live:
 * :mod:`mxrec.info`     dataset summary (``mxrec info``)
 * :mod:`mxrec.verify`   framing and index checks (``mxrec verify``)
 * :mod:`mxrec.cli`      the ``mxrec`` command line, a thin layer over the above
+* :mod:`mxrec.iterators` ``ImageRecordIter`` / ``ImageIter``: the training pipeline, built from
+  :mod:`mxrec.sampler` (epoch order), :mod:`mxrec.decode`, :mod:`mxrec.augment`, :mod:`mxrec.normalize`,
+  :mod:`mxrec.pipeline` (threads) and :mod:`mxrec.rng`; :mod:`mxrec.transforms` (Gluon-style transforms,
+  collate) and :mod:`mxrec.torch` (PyTorch datasets, optional)
 """
 
 from mxrec.errors import (
@@ -20,24 +24,30 @@ from mxrec.errors import (
     ImageDecodeError,
     IndexFileError,
     MxrecError,
+    ParameterError,
     RecordFormatError,
     RecordKeyError,
     TruncatedRecordError,
 )
 from mxrec.header import IRHeader, pack, unpack
 from mxrec.index import build_index, read_index, write_index
+from mxrec.iterators import DataBatch, ImageIter, ImageRecordIter
 from mxrec.reader import RecordReader
 from mxrec.writer import RecordWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DataBatch",
     "DuplicateKeyError",
     "HeaderError",
     "IRHeader",
     "ImageDecodeError",
+    "ImageIter",
+    "ImageRecordIter",
     "IndexFileError",
     "MxrecError",
+    "ParameterError",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",

@@ -44,7 +44,7 @@ from mxrec.lst import read_list
 from mxrec.normalize import NormalizeParams, SlotWriter
 from mxrec.pipeline import BatchPipeline, OnBroken
 from mxrec.reader import RecordReader
-from mxrec.rng import SampleRandom
+from mxrec.rng import SampleRandom, stream_key
 from mxrec.sampler import NO_LEFTOVER, BatchSampler, LastBatch, Leftover
 from mxrec.transforms import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
 
@@ -315,7 +315,7 @@ class ImageRecordIter(_BatchIter):
         self.dtype = self._writer.dtype
         self._augmenter = DefaultAugmenter(self.augment_params)
         self._random = self.augment_params.is_random or self.normalize_params.is_random
-        self._aug_key = (_AUGMENT_STREAM, 0, p.seed) if p.seed_aug is None else (_AUGMENT_STREAM, 1, p.seed_aug)
+        self._aug_key = stream_key(_AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
         self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
         self._reader = RecordReader(p.path_imgrec, index=p.path_imgidx or None)
         if p.drop_last:
@@ -340,7 +340,7 @@ class ImageRecordIter(_BatchIter):
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
         img = decode_pixels(view[start:], self.params.data_shape[0], what=self.describe(position))
-        rng = SampleRandom(*self._aug_key, epoch, position) if self._random else None
+        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
         self._writer.write(self._augmenter(img, rng), data, rng)
         return header.id
 
@@ -417,6 +417,7 @@ class ImageIter(_BatchIter):
         self.aug_list = list(aug_list)
         self._takes_rng = [isinstance(aug, Transform) for aug in self.aug_list]
         self.seed = seed
+        self._aug_key = stream_key(_AUGMENT_STREAM, 2, seed)
         self.path_root = path_root or ""
         self._reader = RecordReader(path_imgrec, index=path_imgidx or None) if path_imgrec else None
         self._entries = self._image_list(path_imglist, imglist)
@@ -477,7 +478,7 @@ class ImageIter(_BatchIter):
             raise ParameterError(f"{self.describe(position)}: {labels.size} label(s), label_width is "
                                  f"{self.label_width}")
         img = np.ascontiguousarray(decode_pixels(buf, 3, what=self.describe(position))[..., ::-1])  # RGB, as MXNet
-        rng = SampleRandom(_AUGMENT_STREAM, 2, self.seed, epoch, position)
+        rng = SampleRandom(self._aug_key, epoch, position)
         for aug, takes_rng in zip(self.aug_list, self._takes_rng, strict=True):
             img = aug(img, rng) if takes_rng else aug(img)
         img = np.asarray(img)
