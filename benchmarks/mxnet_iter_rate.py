@@ -3,7 +3,7 @@
     $MXREC_BENCH_MXNET_PYTHON benchmarks/mxnet_iter_rate.py '<json: {"path_imgrec": ..., "images": N, ...}>'
 
 Prints one JSON object: {"rate": images per second, "images": images timed}. Only needs mxnet and numpy.
-The first batch (start-up, thread creation) is not timed.
+The first "warmup" batches (start-up: threads, buffers, first page faults) are not timed.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ def main() -> int:
 
     params = json.loads(sys.argv[1])
     images = params.pop("images")
+    warmup = params.pop("warmup")
     it = mx.io.ImageRecordIter(**params)
-    batch = it.next()
-    batch.data[0].wait_to_read()
+    for _ in range(warmup):
+        it.next().data[0].wait_to_read()
     done = 0
     start = time.perf_counter()
     while done < images:

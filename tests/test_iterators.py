@@ -286,3 +286,33 @@ def test_image_iter_parameter_errors(rec):
     with pytest.raises(ParameterError, match="augmenters made"):
         it.next()
     it.close()
+
+
+def test_mean_img_is_computed_saved_and_used(rec, tmp_path):
+    params = dict(path_imgrec=rec, data_shape=(3, 16, 16), batch_size=16, resize=16, std_g=2.0)
+    with ImageRecordIter(dtype="uint8", **params) as it:
+        pixels = np.concatenate([b.data[0][:16 - b.pad] for b in it]).astype(np.float64)
+    path = tmp_path / "mean.npy"
+    with ImageRecordIter(mean_img=str(path), **params) as it:
+        out = it.next().data[0]
+    mean = np.load(path)
+    np.testing.assert_allclose(mean, pixels.mean(axis=0), rtol=1e-6)
+    multiplier = (np.float32(1) / np.array([1, 2, 1], np.float32))[:, None, None]
+    expected = (pixels[:16].astype(np.float32) - mean) * multiplier
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-5)
+    path.write_bytes(b"MXNet NDArray bytes")
+    with pytest.raises(ParameterError, match=r"not a \.npy"):
+        ImageRecordIter(mean_img=str(path), **params)
+    np.save(path, np.zeros((3, 8, 8), np.float32))
+    with pytest.raises(ParameterError, match="does not match"):
+        ImageRecordIter(mean_img=str(path), **params)
+
+
+def test_int8_rounds_the_mean_like_cpp(rec):
+    params = dict(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=4, resize=8)
+    with ImageRecordIter(dtype="uint8", **params) as it:
+        pixels = it.next().data[0].astype(np.int16)
+    with ImageRecordIter(dtype="int8", mean_r=116.5, mean_g=-0.5, **params) as it:
+        out = it.next().data[0]
+    np.testing.assert_array_equal(out[:, 0], np.clip(pixels[:, 0] - 117, -128, 127))  # half away from zero
+    np.testing.assert_array_equal(out[:, 1], np.clip(pixels[:, 1] + 1, -128, 127))

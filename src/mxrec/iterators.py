@@ -250,9 +250,6 @@ class RecordIterParams:
             raise ParameterError(f"label_width must be >= 1, got {self.label_width}")
         if self.aug_seq != "aug_default":
             raise ParameterError(f"aug_seq: only MXNet's 'aug_default' augmenter exists, not {self.aug_seq!r}")
-        if self.mean_img:
-            raise ParameterError("mean_img (a mean image in MXNet's NDArray file format) is not supported; "
-                                 "use mean_r/mean_g/mean_b(/mean_a)")
         if self.ctx not in ("gpu", "cpu"):
             raise ParameterError(f"ctx must be 'gpu' or 'cpu', not {self.ctx!r}")
 
@@ -286,6 +283,41 @@ def labels_by_id(path_imglist: str | os.PathLike, label_width: int) -> dict[int,
     return labels
 
 
+def mean_image_file(path: str, params: dict[str, Any]) -> np.ndarray:
+    """The mean image for ``ImageRecordIter(**params)``: loaded from ``path`` (a ``.npy``), else computed and saved.
+
+    Computed as MXNet does, over one pass of the records (of this part) through
+    the same augmentation, and written atomically to ``path``. It is the mean of
+    the output images (``(C, H, W)``, RGB, mirrored as the output is); MXNet
+    stores it in its own NDArray format, which is not read here.
+    """
+    shape = _data_shape(params["data_shape"])
+    if not os.path.exists(path):
+        first_pass = {**params, "mean_img": "", "dtype": "uint8", "shuffle": False, "round_batch": False,
+                      "drop_last": False}
+        total = np.zeros(shape, np.float64)
+        count = 0
+        with ImageRecordIter(**first_pass) as it:
+            for batch in it:
+                real = batch.data[0][:len(batch.data[0]) - batch.pad]
+                total += real.sum(axis=0, dtype=np.float64)
+                count += len(real)
+        mean = (total / max(count, 1)).astype(np.float32)
+        partial = f"{path}.partial"
+        with open(partial, "wb") as f:
+            np.save(f, mean)
+        os.replace(partial, path)
+        return mean
+    try:
+        mean = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ParameterError(f"mean_img {path}: not a .npy mean image ({exc}); MXNet's NDArray files are not "
+                             "read: remove it to have it computed again") from None
+    if mean.shape != shape:
+        raise ParameterError(f"mean_img {path}: shape {mean.shape} does not match data_shape {shape}")
+    return mean.astype(np.float32)
+
+
 class ImageRecordIter(_BatchIter):
     """``mx.io.ImageRecordIter`` over a local ``.rec``: ``ImageRecordIter(path_imgrec=..., data_shape=..., ...)``.
 
@@ -293,9 +325,10 @@ class ImageRecordIter(_BatchIter):
     :class:`~mxrec.augment.AugmentParams` without ``data_shape``,
     :class:`~mxrec.normalize.NormalizeParams`). ``dtype``: ``float32``
     (default), ``uint8`` (raw pixels, no normalisation: do it on the GPU),
-    ``int8``, ``float16``, ``float64``. Labels come from the record headers,
-    or with ``path_imglist`` from the ``.lst`` line whose index is the
-    record's header id. ``batch.index`` holds the header ids.
+    ``int8``, ``float16``, ``float64``. ``mean_img`` names a ``.npy`` mean
+    image, computed on first use (:func:`mean_image_file`). Labels come from
+    the record headers, or with ``path_imglist`` from the ``.lst`` line whose
+    index is the record's header id. ``batch.index`` holds the header ids.
     """
 
     def __init__(self, **params: Any) -> None:
@@ -311,7 +344,8 @@ class ImageRecordIter(_BatchIter):
         self.augment_params = AugmentParams(**{k: v for k, v in params.items() if k in augment_names})
         self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
         channels, height, width = p.data_shape
-        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32")
+        mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
+        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32", mean_image)
         self.dtype = self._writer.dtype
         self._augmenter = DefaultAugmenter(self.augment_params)
         self._random = self.augment_params.is_random or self.normalize_params.is_random

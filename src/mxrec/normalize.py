@@ -7,16 +7,22 @@ each value is ``(pixel - mean_c) * contrast * scale / std_c + illumination *
 scale / std_c``, computed in float32 like MXNet, where ``contrast`` is ``1 +
 U(-max_random_contrast, max_random_contrast)`` and ``illumination`` is
 ``U(-max_random_illumination, max_random_illumination)`` (both 1 and 0 by
-default). ``uint8`` output is the raw pixels (mean, std and scale do not
-apply, as in MXNet); ``int8`` is ``pixel - round(mean_c)``, saturated.
+default). With a mean image (``mean_img``), its value at each output pixel
+replaces ``mean_c``. ``uint8`` output is the raw pixels (mean, std and scale do
+not apply, as in MXNet); ``int8`` is ``pixel - round(mean_c)``, saturated.
 ``float16`` and ``float64`` are the float32 values converted.
 
-The writes go straight into the batch buffer: ``cv2.split`` scatters the
-interleaved pixels into the channel planes of the slot in one pass.
+The writes go straight into the batch buffer, once: ``cv2.split`` scatters
+the interleaved pixels into the channel planes (of the slot for ``uint8``, of
+a per-thread scratch buffer otherwise), and float values are computed a plane
+at a time in a scratch plane that stays in cache, so the (large, cold) float
+batch buffer is written in a single pass -- memory traffic, not arithmetic,
+is what float output costs.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +68,8 @@ class NormalizeParams:
 class SlotWriter:
     """Writes augmented images (HWC BGR(A) or HW grey ``uint8``) into ``(C, H, W)`` slots of ``dtype``."""
 
-    def __init__(self, params: NormalizeParams, channels: int, dtype: str | np.dtype) -> None:
+    def __init__(self, params: NormalizeParams, channels: int, dtype: str | np.dtype,
+                 mean_image: np.ndarray | None = None) -> None:
         self.params = params
         if (dtype if isinstance(dtype, str) else np.dtype(dtype).name) not in OUTPUT_DTYPES:
             raise ParameterError(f"dtype must be one of {OUTPUT_DTYPES}, not {dtype!r}")
@@ -76,10 +83,14 @@ class SlotWriter:
         rgba_std = (p.std_r, p.std_g, p.std_b, p.std_a)
         self.source_channel = {1: (0,), 3: (2, 1, 0), 4: (2, 1, 0, 3)}[channels]
         picked = (0,) if channels == 1 else range(channels)
-        self._mean = np.array([rgba_mean[c] for c in picked], np.float32).reshape(-1, 1, 1)
+        if mean_image is None:
+            self._mean = np.array([rgba_mean[c] for c in picked], np.float32).reshape(-1, 1, 1)
+        else:
+            self._mean = np.asarray(mean_image, np.float32)
         self._std = np.array([rgba_std[c] for c in picked], np.float32).reshape(-1, 1, 1)
-        self._int_mean = np.array([round(rgba_mean[c]) for c in picked], np.int16).reshape(-1, 1, 1)
-        self.float_output = self.dtype.kind == "f"
+        # C++ std::round: halves away from zero (Python's round() would go to even)
+        self._int_mean = (np.sign(self._mean) * np.floor(np.abs(self._mean) + 0.5)).astype(np.int16)
+        self._local = threading.local()
 
     def mirrored(self, rng: SampleRandom | None) -> bool:
         """Whether this sample is mirrored (draws the coin for ``rand_mirror``)."""
@@ -98,7 +109,7 @@ class SlotWriter:
         if self.dtype == np.uint8:
             self._split(img, out)
             return
-        planes = np.empty(out.shape, np.uint8)
+        planes = self._scratch("planes", out.shape, np.uint8)
         self._split(img, planes)
         if self.dtype == np.int8:
             np.copyto(out, np.clip(planes - self._int_mean, -128, 127), casting="unsafe")
@@ -110,13 +121,25 @@ class SlotWriter:
             contrast = np.float32(1.0 + rng.uniform(-p.max_random_contrast, p.max_random_contrast))
             illumination = np.float32(rng.uniform(-p.max_random_illumination, p.max_random_illumination))
         multiplier = contrast * np.float32(p.scale) / self._std
-        target = out if self.dtype == np.float32 else np.empty(out.shape, np.float32)
-        np.subtract(planes, self._mean, out=target, dtype=np.float32)
-        np.multiply(target, multiplier, out=target)
-        if illumination:
-            np.add(target, illumination * np.float32(p.scale) / self._std, out=target)
-        if target is not out:
-            np.copyto(out, target, casting="unsafe")
+        bias = illumination * np.float32(p.scale) / self._std
+        # One plane at a time through a scratch plane that stays in cache: the batch buffer is written once.
+        work = self._scratch("work", out.shape[1:], np.float32)
+        for c in range(out.shape[0]):
+            work[...] = planes[c]  # (a plain cast is cheaper than a casting subtract)
+            work -= self._mean[c]
+            if illumination:
+                np.multiply(work, multiplier[c], out=work)
+                np.add(work, bias[c], out=out[c], casting="unsafe")
+            else:
+                np.multiply(work, multiplier[c], out=out[c], casting="unsafe")
+
+    def _scratch(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        """This thread's reusable scratch array ``name`` (kept hot in cache between samples)."""
+        arrays = self._local.__dict__
+        array = arrays.get(name)
+        if array is None or array.shape != shape:
+            array = arrays[name] = np.empty(shape, dtype)
+        return array
 
     def _split(self, img: np.ndarray, planes: np.ndarray) -> None:
         """Scatter the interleaved channels of ``img`` into the ``uint8`` planes, in output (RGB) order."""
