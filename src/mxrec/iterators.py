@@ -421,6 +421,12 @@ class ImageIter(_BatchIter):
     sample's random stream; other callables are called as ``aug(img)``.
     ``dtype`` is the label type. ``seed``, ``preprocess_threads``,
     ``prefetch_buffer`` and ``on_broken`` are mxrec's additions.
+
+    Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
+    Python's global ``random``); ``num_parts`` gives equal parts as
+    :func:`mxrec.sampler.shard` (MXNet gives each ``N // num_parts`` records
+    and never reads the remainder; here ``"discard"`` does that and the other
+    handles wrap around to ``ceil``).
     """
 
     def __init__(self, batch_size: int, data_shape: Sequence[int], label_width: int = 1,
