@@ -316,3 +316,16 @@ def test_int8_rounds_the_mean_like_cpp(rec):
         out = it.next().data[0]
     np.testing.assert_array_equal(out[:, 0], np.clip(pixels[:, 0] - 117, -128, 127))  # half away from zero
     np.testing.assert_array_equal(out[:, 1], np.clip(pixels[:, 1] + 1, -128, 127))
+
+
+def test_memory_is_bounded_by_the_prefetch_depth(rec):
+    """Batches the caller lets go are recycled: a few buffers serve any number of batches."""
+    with ImageRecordIter(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=4, resize=8, prefetch_buffer=2,
+                         preprocess_threads=2) as it:
+        buffers, batches = set(), 0
+        for _ in range(3):
+            for batch in it:
+                buffers.add(batch.data[0].ctypes.data)
+                batches += 1
+    assert batches == 39
+    assert len(buffers) <= 2 + 2  # the prefetched ones, the caller's current batch, the one it just let go

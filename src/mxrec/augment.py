@@ -350,12 +350,13 @@ class DefaultAugmenter:
     def __init__(self, params: AugmentParams) -> None:
         self.params = params
         self.height, self.width = params.data_shape[1], params.data_shape[2]
+        self._warps = params.uses_affine  # evaluated once: it is asked for every image
 
     def __call__(self, img: np.ndarray, rng: SampleRandom) -> np.ndarray:
         p = self.params
         if p.resize > 0:
             img = resize_shorter(img, p.resize, p.inter_method, rng)
-        if p.uses_affine:
+        if self._warps:
             img = self._warp(img, rng)
         if p.pad > 0:
             img = pad(img, p.pad, p.fill_value)

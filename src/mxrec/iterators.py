@@ -373,7 +373,7 @@ class ImageRecordIter(_BatchIter):
         view = self._reader.view(position)
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
-        img = decode_pixels(view[start:], self.params.data_shape[0], what=self.describe(position))
+        img = decode_pixels(view[start:], self.params.data_shape[0])
         rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
         self._writer.write(self._augmenter(img, rng), data, rng)
         return header.id
@@ -517,7 +517,7 @@ class ImageIter(_BatchIter):
         if labels.size < self.label_width:
             raise ParameterError(f"{self.describe(position)}: {labels.size} label(s), label_width is "
                                  f"{self.label_width}")
-        img = np.ascontiguousarray(decode_pixels(buf, 3, what=self.describe(position))[..., ::-1])  # RGB, as MXNet
+        img = np.ascontiguousarray(decode_pixels(buf, 3)[..., ::-1])  # RGB, as mx.image.imdecode
         rng = SampleRandom(self._aug_key, epoch, position)
         for aug, takes_rng in zip(self.aug_list, self._takes_rng, strict=True):
             img = aug(img, rng) if takes_rng else aug(img)

@@ -208,7 +208,7 @@ class BatchPipeline:
                 index[slot] = self._load(position, int(epochs[slot]), data[slot], label[slot])
             except BROKEN_RECORD_ERRORS as exc:
                 if self.on_broken == "error":
-                    raise
+                    raise type(exc)(f"{self._describe(position)}: {exc}") from exc
                 broken.append((slot, exc))
         return broken
 
@@ -217,7 +217,7 @@ class BatchPipeline:
         for slot, exc in broken:
             what = self._describe(int(plan.positions[slot]))
             self.skipped.append(what)
-            warnings.warn(f"{what}: skipped, the image cannot be decoded ({exc})", BrokenRecordWarning, stacklevel=3)
+            warnings.warn(f"{what}: broken record skipped ({exc})", BrokenRecordWarning, stacklevel=3)
         bad = {slot for slot, _ in broken}
         real = len(plan) - plan.pad
         good = [s for s in range(len(plan)) if s not in bad]
