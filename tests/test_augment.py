@@ -165,3 +165,20 @@ def test_colour_only_operations_need_colour():
     with pytest.raises(ParameterError, match="colour"):
         A.AugmentParams(data_shape=(1, 8, 8), saturation=0.2)
     A.AugmentParams(data_shape=(1, 8, 8), brightness=0.2, contrast=0.2)  # fine on grey
+
+
+def test_random_affine_parameters():
+    img = gradient_image(48, 64, seed=10)
+    aug = augmenter((3, 32, 32), max_rotate_angle=30, max_shear_ratio=0.2, min_random_scale=0.8,
+                    max_random_scale=1.2, max_aspect_ratio=0.25, fill_value=0)
+    outs = [aug(img, SampleRandom(i)) for i in range(10)]
+    assert all(o.shape == (32, 32, 3) for o in outs)
+    assert len({o.tobytes() for o in outs}) == 10
+    np.testing.assert_array_equal(aug(img, SampleRandom(3)), outs[3])
+    # max_img_size caps the warped canvas (and so triggers the warp on its own)
+    capped = A.DefaultAugmenter(A.AugmentParams(data_shape=(3, 20, 20), max_img_size=40))
+    assert capped.params.uses_affine
+    # the 40x40 canvas holds the centre of the 64x48 image (img[4:44, 12:52]); the crop is its centre
+    np.testing.assert_array_equal(capped(img, SampleRandom(0)), img[14:34, 22:42])
+    rotated = augmenter((3, 48, 64), rotate_list=(180,), inter_method=0)(img, SampleRandom(0))
+    np.testing.assert_array_equal(rotated[1:, 1:], img[::-1, ::-1][:-1, :-1])  # MXNet's one-pixel convention
