@@ -133,3 +133,14 @@ def test_more_augmenter_settings_match_mxnet(name):
         assert diff.max() <= 1 and (diff > 0).mean() < 0.1
     else:
         np.testing.assert_array_equal(batch.data[0], expected)
+
+
+def test_opencv_decoding_gives_the_same_pixels(recs, monkeypatch):
+    """Without simplejpeg every image goes through OpenCV: the golden batches still match exactly."""
+    import mxrec.decode
+
+    monkeypatch.setattr(mxrec.decode, "simplejpeg", None)
+    params = {**DETERMINISTIC, **CONFIGS["default_noresize_center_96"][1]}
+    with ImageRecordIter(path_imgrec=str(recs["default"]), dtype="uint8", **params) as it:
+        _, data, _ = one_epoch(it)
+    np.testing.assert_array_equal(data, np.load(ITER / "default_noresize_center_96.data_uint8.npy"))
