@@ -19,6 +19,10 @@ Where things live:
 * :mod:`mxrec.progress` progress display for long jobs
 * :mod:`mxrec.extract`  images back out of a ``.rec`` (``mxrec extract``)
 * :mod:`mxrec.cli`      the ``mxrec`` command line, a thin layer over the above
+* :mod:`mxrec.iterators` ``ImageRecordIter`` / ``ImageIter``: the training pipeline, built from
+  :mod:`mxrec.sampler` (epoch order), :mod:`mxrec.decode`, :mod:`mxrec.augment`, :mod:`mxrec.normalize`,
+  :mod:`mxrec.pipeline` (threads) and :mod:`mxrec.rng`; :mod:`mxrec.transforms` (Gluon-style transforms,
+  collate) and :mod:`mxrec.torch` (PyTorch datasets, optional)
 """
 
 from mxrec.errors import (
@@ -27,6 +31,7 @@ from mxrec.errors import (
     ImageDecodeError,
     IndexFileError,
     MxrecError,
+    ParameterError,
     RecordFormatError,
     RecordKeyError,
     TruncatedRecordError,
@@ -35,6 +40,7 @@ from mxrec.extract import extract_records
 from mxrec.header import IRHeader, pack, unpack
 from mxrec.imageprep import ImageTransform
 from mxrec.index import build_index, read_index, write_index
+from mxrec.iterators import DataBatch, ImageIter, ImageRecordIter
 from mxrec.listing import make_lists, read_labelled_csv
 from mxrec.packing import pack_list, pack_prefix
 from mxrec.preview import contact_sheet
@@ -47,13 +53,17 @@ from mxrec.writer import RecordWriter
 __version__ = "0.1.0"
 
 __all__ = [
+    "DataBatch",
     "DuplicateKeyError",
     "HeaderError",
     "IRHeader",
     "ImageDecodeError",
+    "ImageIter",
+    "ImageRecordIter",
     "ImageTransform",
     "IndexFileError",
     "MxrecError",
+    "ParameterError",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",

@@ -113,3 +113,10 @@ class OptionError(MxrecError, ValueError):
 
 class PackError(MxrecError, RuntimeError):
     """A pack job stopped: an image was skipped under ``strict``, or no ``.lst`` matched the prefix."""
+
+
+class ParameterError(MxrecError, ValueError, TypeError):
+    """A pipeline or iterator parameter is unknown, misspelled, out of range, or conflicts with another.
+
+    It is a ``TypeError`` too, as Python raises for an unexpected keyword argument.
+    """
