@@ -1,28 +1,21 @@
 """mxrec: MXNet RecordIO (``.rec`` / ``.idx``) without MXNet.
 
-Where things live:
+Where things live (one module per concept):
 
-* :mod:`mxrec.framing`  the byte layout of ``.rec`` files (pure functions)
-* :mod:`mxrec.index`    the ``.idx`` text format; rebuilding an index by scanning
-* :mod:`mxrec.header`   ``IRHeader`` packing (label, ids) at the front of a payload
-* :mod:`mxrec.codec`    image bytes <-> pixels (OpenCV)
-* :mod:`mxrec.reader`   :class:`RecordReader`, the fast random-access reader
-* :mod:`mxrec.writer`   :class:`RecordWriter`
-* :mod:`mxrec.recordio` drop-in replacement for ``mxnet.recordio``
-* :mod:`mxrec.info`     dataset summary (``mxrec info``)
-* :mod:`mxrec.verify`   framing and index checks (``mxrec verify``)
-* :mod:`mxrec.lst`      the ``.lst`` image list format
-* :mod:`mxrec.listing`  making ``.lst`` files from a folder or a CSV (``mxrec list``)
-* :mod:`mxrec.imageprep` im2rec's per-image transform (decode, crop, resize, encode)
-* :mod:`mxrec.packing`  the pack job, ``.lst`` -> ``.rec``/``.idx`` (``mxrec pack``, ``mxrec im2rec``)
-* :mod:`mxrec.shards`   sharded output ``name_00000.rec``, ...
-* :mod:`mxrec.progress` progress display for long jobs
-* :mod:`mxrec.extract`  images back out of a ``.rec`` (``mxrec extract``)
-* :mod:`mxrec.cli`      the ``mxrec`` command line, a thin layer over the above
-* :mod:`mxrec.iterators` ``ImageRecordIter`` / ``ImageIter``: the training pipeline, built from
-  :mod:`mxrec.sampler` (epoch order), :mod:`mxrec.decode`, :mod:`mxrec.augment`, :mod:`mxrec.normalize`,
-  :mod:`mxrec.pipeline` (threads) and :mod:`mxrec.rng`; :mod:`mxrec.transforms` (Gluon-style transforms,
-  collate) and :mod:`mxrec.torch` (PyTorch datasets, optional)
+* format: :mod:`~mxrec.framing` (``.rec`` bytes), :mod:`~mxrec.index` (``.idx``), :mod:`~mxrec.header`
+  (``IRHeader``), :mod:`~mxrec.lst` (``.lst``), :mod:`~mxrec.errors`
+* I/O: :mod:`~mxrec.mapping` (mmap), :mod:`~mxrec.reader` (:class:`RecordReader`), :mod:`~mxrec.writer`
+  (:class:`RecordWriter`), :mod:`~mxrec.atomic` (complete-or-absent output), :mod:`~mxrec.recordio`
+  (drop-in ``mxnet.recordio``), :mod:`~mxrec.codec` (image bytes <-> pixels)
+* building datasets: :mod:`~mxrec.listing`, :mod:`~mxrec.imageprep`, :mod:`~mxrec.packing`,
+  :mod:`~mxrec.shards`, :mod:`~mxrec.extract`, :mod:`~mxrec.progress`
+* checking them: :mod:`~mxrec.info`, :mod:`~mxrec.verify` (with :mod:`~mxrec.checks`,
+  :mod:`~mxrec.contents`, :mod:`~mxrec.imagebytes`, ``doctor_*``), :mod:`~mxrec.repair`,
+  :mod:`~mxrec.preview`, :mod:`~mxrec.stats`
+* training from them: :mod:`~mxrec.iterators` (``ImageRecordIter``, ``ImageIter``), built from
+  :mod:`~mxrec.sampler`, :mod:`~mxrec.rng`, :mod:`~mxrec.decode`, :mod:`~mxrec.augment`,
+  :mod:`~mxrec.normalize`, :mod:`~mxrec.pipeline`; :mod:`~mxrec.transforms`; :mod:`mxrec.torch`
+* :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above
 """
 
 from mxrec.errors import (
