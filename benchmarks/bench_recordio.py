@@ -22,9 +22,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+from timing import best_of
 
 SIZES = {"1KB": (100_000, 1024), "100KB": (2_000, 100 * 1024)}
 
@@ -33,15 +34,6 @@ def payloads(count: int, size: int) -> list[bytes]:
     rng = np.random.default_rng(size)
     blob = rng.integers(0, 256, count * size, dtype=np.uint8).tobytes()
     return [blob[i * size:(i + 1) * size] for i in range(count)]
-
-
-def best_of(repeat: int, fn) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def dropin_workloads(recordio, data: dict, folder: str, repeat: int) -> dict:

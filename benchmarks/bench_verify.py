@@ -24,16 +24,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-
-def best_of(repeat: int, fn) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from timing import best_of
 
 
 def pack_photos(photos: str, rec: str) -> None:
