@@ -191,6 +191,10 @@ def test_damaged_file_strict_and_salvage(dataset, tmp_path):
     assert indexed[99] == payloads[99] and indexed[101] == payloads[101]
     with pytest.raises(IndexFileError, match=rf"key 100: offset {offsets[100]} is not the start of a record"):
         indexed[100]
+    iterator = iter(indexed)
+    assert [next(iterator) for _ in range(100)] == payloads[:100]
+    with pytest.raises(IndexFileError, match="key 100"):
+        next(iterator)
     with pytest.raises(TruncatedRecordError, match="data ends inside"):
         indexed[len(payloads) - 1]
 

@@ -36,6 +36,7 @@ from mxrec.mapping import map_file, release
 _unpack_part_header = struct.Struct("<II").unpack_from
 _MAGIC = framing.MAGIC
 _FULL_LIMIT = 1 << framing.LENGTH_BITS  # lrec below this: cflag 0, a whole record in one part
+_ITER_BLOCK = 4096  # records whose headers iteration reads at once
 
 
 def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
@@ -190,12 +191,20 @@ class RecordReader:
     def __iter__(self) -> Iterator[bytes]:
         buf = self._buffer()
         size = len(buf)
-        for position, offset in enumerate(self._table):
-            magic, lrec = _unpack_part_header(buf, offset)
-            if magic == _MAGIC and lrec < _FULL_LIMIT and offset + 8 + lrec + (-lrec & 3) <= size:
-                yield buf[offset + 8:offset + 8 + lrec]
-            else:
-                yield self._decode(buf, position)
+        words = np.frombuffer(buf, dtype="<u4", count=size // 4) if size else np.empty(0, np.uint32)
+        try:
+            # Part headers are read a block at a time with numpy; the loop only slices.
+            for first in range(0, len(self.offsets), _ITER_BLOCK):
+                offsets = self.offsets[first:first + _ITER_BLOCK]
+                at = offsets // 4
+                lrec = words[at + 1].astype(np.int64)
+                ends = offsets + 8 + lrec
+                whole = (words[at] == _MAGIC) & (lrec < _FULL_LIMIT) & (ends + (-lrec & 3) <= size)
+                for position, (start, end, ok) in enumerate(
+                        zip((offsets + 8).tolist(), ends.tolist(), whole.tolist(), strict=True), first):
+                    yield buf[start:end] if ok else self._decode(buf, position)
+        finally:
+            del words
 
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``positions``, in that order."""
