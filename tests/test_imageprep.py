@@ -12,7 +12,7 @@ from mxrec.errors import ImageDecodeError, OptionError
 from mxrec.imageprep import (
     ImageTransform,
     center_square,
-    jpeg_size,
+    jpeg_header,
     reduction_factor,
     shorter_side_size,
     truncation,
@@ -46,12 +46,24 @@ def test_center_square_keeps_the_middle():
     assert np.array_equal(center_square(img.T), img.T[1:6])
 
 
-def test_jpeg_size_reads_the_frame_header(jpeg):
-    assert jpeg_size(jpeg) == decode_image(jpeg).shape[:2]
-    assert jpeg_size(with_exif_orientation(jpeg, 6)) == jpeg_size(jpeg)
-    assert jpeg_size(b"\x89PNG\r\n\x1a\n") is None
-    assert jpeg_size(jpeg[:20]) is None
-    assert jpeg_size(b"") is None
+def jpeg_size(data: bytes) -> tuple[int, int]:
+    frame = jpeg_header(data).frame
+    return frame.height, frame.width
+
+
+def test_jpeg_header_reads_frame_scan_and_orientation(jpeg):
+    header = jpeg_header(jpeg)
+    frame = header.frame
+    assert (frame.height, frame.width) == decode_image(jpeg).shape[:2]
+    assert (frame.marker, frame.precision, frame.components) == (0xC0, 8, 3)
+    assert jpeg[header.scan:header.scan + 2] == b"\xff\xda"
+    assert header.orientation == 1
+    rotated = jpeg_header(with_exif_orientation(jpeg, 6))
+    assert rotated.frame == frame and rotated.orientation == 6
+    assert jpeg_header(b"\x89PNG\r\n\x1a\n") is None
+    assert jpeg_header(b"") is None
+    cut = jpeg_header(jpeg[:20])
+    assert cut.frame is None and cut.scan is None
 
 
 def test_truncation_finds_cut_files(jpeg):
@@ -113,7 +125,7 @@ def large_jpeg(jpeg) -> bytes:
 def test_reduced_decode_gives_im2rec_size_and_close_pixels(large_jpeg, center_crop, color):
     options = dict(resize=256, center_crop=center_crop, color=color, encoding=".png")
     exact = decode_image(ImageTransform(**options).apply(large_jpeg), -1)
-    reduced = decode_image(ImageTransform(reduced_decode=True, **options).apply(large_jpeg), -1)
+    reduced = decode_image(ImageTransform(fast=True, **options).apply(large_jpeg), -1)
     assert reduced.shape == exact.shape
     difference = np.abs(reduced.astype(int) - exact.astype(int))
     assert 0 < difference.mean() < 3  # the stated tolerance: a few grey levels on average
@@ -122,13 +134,12 @@ def test_reduced_decode_gives_im2rec_size_and_close_pixels(large_jpeg, center_cr
 def test_reduced_decode_follows_exif_rotation(large_jpeg):
     rotated = with_exif_orientation(large_jpeg, 6)
     exact = decode_image(ImageTransform(resize=200, encoding=".png").apply(rotated), -1)
-    reduced = decode_image(ImageTransform(resize=200, encoding=".png", reduced_decode=True).apply(rotated), -1)
+    reduced = decode_image(ImageTransform(resize=200, encoding=".png", fast=True).apply(rotated), -1)
     height, width = jpeg_size(large_jpeg)
     turned = shorter_side_size(width, height, 200)  # orientation 6 turns the frame by 90 degrees
     assert reduced.shape == exact.shape == (turned[1], turned[0], 3)
 
 
-def test_reduced_decode_leaves_small_images_and_pngs_exact(jpeg, large_jpeg):
+def test_reduced_decode_leaves_pngs_exact(large_jpeg):
     png = encode_image(decode_image(large_jpeg), ".png", 1)
-    for data in (jpeg, png):  # 364 px shorter side: not twice 256; a PNG has no scaled decode
-        assert ImageTransform(resize=256, reduced_decode=True).apply(data) == ImageTransform(resize=256).apply(data)
+    assert ImageTransform(resize=256, fast=True).apply(png) == ImageTransform(resize=256).apply(png)
