@@ -358,7 +358,8 @@ def test_bad_shard_sizes(text):
 
 
 def test_workers_start_after_the_parent_ran_opencv_threads(im2rec, tmp_path):
-    # A child forked while the parent's OpenCV thread pool runs must not touch that pool's state (it hung).
+    # Workers started after OpenCV's thread pool has run must not hang (forked worker processes that touched
+    # that pool's state did; the workers are threads now, and the pool is set to one thread in this process).
     import subprocess
     import sys
 

@@ -24,29 +24,31 @@ into the bytes stored after the ``IRHeader``:
 How a JPEG is decoded: im2rec calls OpenCV, whose JPEG decoder is
 libjpeg-turbo with its accurate integer IDCT and smooth ("fancy") chroma
 upsampling. simplejpeg wraps the same library with the same defaults and
-decodes about 7% faster (no row-by-row copies, no EXIF pass), with identical
-pixels (checked on every image of the benchmark photo set and by the golden
-tests), so it is used wherever OpenCV would do nothing more than that
-decode: an 8-bit baseline or progressive JPEG with 1 or 3 components, read as
-colour or grey (``color`` 1 or 0), whose EXIF orientation OpenCV would not
-apply (:attr:`JpegHeader.orientation` is 1). Every other file, and any file
+decodes about 7% faster, with identical pixels (checked on every image of
+the benchmark photo set and by the golden tests), so it is used wherever
+OpenCV would do nothing more than that decode: an 8-bit baseline or
+progressive JPEG with 1 or 3 components, read as colour or grey (``color`` 1
+or 0), whose EXIF orientation OpenCV would not apply
+(:attr:`JpegHeader.orientation` is 1). Every other file, and any file
 libjpeg-turbo only decodes with a warning (OpenCV accepts those, im2rec
 packed them), goes to OpenCV as before.
 
-``fast`` (opt-in, not im2rec): trade exactness for speed, within a stated
-tolerance:
+``fast`` (opt-in, not im2rec) trades exactness for speed. Differences below
+are from ``benchmarks/bench_pack.py`` on its 5 000 photos (shorter sides
+256-500 px, quality 95 output), comparing the decoded records with im2rec's,
+in grey levels: mean over all pixels (worst image's mean; largest single
+pixel).
 
-* when a JPEG is at least twice (4x, 8x) as large as the shorter-side
-  ``resize`` target, it is decoded at 1/2 (1/4, 1/8) scale by libjpeg-turbo's
-  scaled IDCT and then resized to the size im2rec would produce; a 1/2-scale
-  decode costs about half of a full one. The DCT scaling filters differently
-  from a bilinear downscale: under 3 grey levels per pixel on average.
-* any other JPEG simplejpeg may decode (as above) is decoded with
+* A JPEG at least twice (4x, 8x) as large as the shorter-side ``resize``
+  target is decoded at 1/2 (1/4, 1/8) scale by libjpeg-turbo's scaled IDCT,
+  then resized to the size im2rec would produce; a 1/2-scale decode costs
+  about half of a full one. The DCT scaling filters differently from a
+  bilinear downscale, and fine detail shows it: resize 128, 3.5 (9.8; 150).
+* Any other JPEG that simplejpeg may decode (as above) is decoded with
   libjpeg-turbo's fast integer IDCT and plain chroma upsampling, about 15%
-  faster than the exact decode. On the benchmark photo set (resize 256,
-  quality 95) the re-encoded images differ from im2rec's by 0.4 grey levels
-  per pixel on average, at most 1.0 for any one image (see the tests and
-  ``benchmarks/bench_pack.py``).
+  faster than the exact decode (some 8% of a whole resize-256 pack): resize
+  256, 1.4 (2.3; 28), as large as the error of im2rec's own quality-95
+  encoding (1.4 on average against the resized pixels it encodes).
 
 Geometry (sizes, crops, EXIF rotation) is always im2rec's.
 """
@@ -226,7 +228,11 @@ def _reduced_flag(color: int, factor: int) -> int:
 
 @dataclass(frozen=True)
 class ImageTransform:
-    """im2rec's pack options for one image; :meth:`apply` turns file bytes into record bytes."""
+    """im2rec's pack options for one image; :meth:`apply` turns file bytes into record bytes.
+
+    ``fast`` is not an im2rec option: faster JPEG decoding whose pixels differ
+    slightly from im2rec's (see the module doc for how much).
+    """
 
     resize: int = 0
     center_crop: bool = False

@@ -130,9 +130,10 @@ def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pa
 def _opencv_single_threaded() -> Iterator[None]:
     """Run OpenCV single-threaded inside the block, then restore its thread count.
 
-    The pack workers already keep every core busy; OpenCV splitting each
-    resize over its own thread pool as well only adds hand-offs. (Safe here,
-    in the process that owns the pool; it hung in forked children.)
+    The workers already keep the cores busy; OpenCV splitting a resize over
+    its own pool of one thread per core as well would run more threads than
+    cores. (Safe here, in the process that owns the pool; changing it in
+    forked children hung.)
     """
     cv2 = opencv()
     threads = cv2.getNumThreads()
