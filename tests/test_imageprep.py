@@ -228,6 +228,15 @@ def test_simplejpeg_decodes_only_what_it_decodes_as_opencv(jpeg, kind, monkeypat
         ImageTransform(color=-1).apply(data)
 
 
+def test_without_simplejpeg_opencv_decodes_everything(jpeg, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "simplejpeg", None)  # import simplejpeg -> ImportError
+    for options in (dict(), dict(resize=100, color=0), dict(resize=200, fast=True)):  # 200: no reduced decode
+        assert ImageTransform(**options).apply(jpeg) == im2rec_bytes(jpeg, options.get("color", 1),
+                                                                     options.get("resize", 0))
+
+
 def test_fast_decode_stays_within_the_stated_tolerance(golden):
     # Photos with a shorter side of 279-497 px: at 256 no reduced decode, only the fast IDCT and upsampling.
     photos = sorted((golden / "im2rec" / "photos200").rglob("*.jpg"))[::5]

@@ -31,7 +31,8 @@ progressive JPEG with 1 or 3 components, read as colour or grey (``color`` 1
 or 0), whose EXIF orientation OpenCV would not apply
 (:attr:`JpegHeader.orientation` is 1). Every other file, and any file
 libjpeg-turbo only decodes with a warning (OpenCV accepts those, im2rec
-packed them), goes to OpenCV as before.
+packed them), goes to OpenCV as before, as does everything when simplejpeg
+is not installed.
 
 ``fast`` (opt-in, not im2rec) trades exactness for speed. Differences below
 are from ``benchmarks/bench_pack.py`` on its 5 000 photos (shorter sides
@@ -57,12 +58,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
 from mxrec.codec import decode_image, encode_image, opencv
 from mxrec.errors import ImageDecodeError, OptionError
-from mxrec.imagebytes import jpeg_decoder
 
 COLOR_MODES = (-1, 0, 1)
 ENCODINGS = (".jpg", ".png")
@@ -216,6 +217,15 @@ def reduction_factor(height: int, width: int, target: int) -> int:
     return 1
 
 
+def _simplejpeg() -> ModuleType | None:
+    """The ``simplejpeg`` module, or ``None`` without it (then OpenCV decodes, giving the same pixels more slowly)."""
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
 def _reduced_flag(color: int, factor: int) -> int:
     cv2 = opencv()
     flags = {
@@ -289,9 +299,12 @@ class ImageTransform:
         if (self.color == -1 or frame is None or frame.marker not in _PLAIN_FRAMES or frame.precision != 8
                 or frame.components not in (1, 3) or header.orientation != 1):
             return None
+        simplejpeg = _simplejpeg()
+        if simplejpeg is None:
+            return None
         try:
-            img = jpeg_decoder().decode_jpeg(data, "BGR" if self.color == 1 else "GRAY",
-                                             fastdct=self.fast, fastupsample=self.fast)
+            img = simplejpeg.decode_jpeg(data, "BGR" if self.color == 1 else "GRAY",
+                                         fastdct=self.fast, fastupsample=self.fast)
         except ValueError:  # a libjpeg warning (strict mode): OpenCV decodes such files anyway, as im2rec did
             return None
         return img if self.color == 1 else img.reshape(img.shape[:2])
