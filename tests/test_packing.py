@@ -21,7 +21,7 @@ from mxrec.progress import Progress
 from mxrec.reader import RecordReader
 from mxrec.shards import ShardLimit, parse_shard_size, shard_paths
 
-pytest.importorskip("cv2")
+cv2 = pytest.importorskip("cv2")
 
 # golden folder -> (.lst used there, transform, pack_label); commands in golden/im2rec/README.txt
 VARIANTS = {
@@ -222,7 +222,8 @@ def test_malformed_lists_are_rejected_with_the_line(tmp_path, text, message):
     assert not (tmp_path / "t.rec").exists()
 
 
-def test_interrupt_removes_partial_output(im2rec, tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_interrupt_removes_partial_output(im2rec, tmp_path, monkeypatch, workers):
     import mxrec.packing
 
     calls = []
@@ -235,8 +236,75 @@ def test_interrupt_removes_partial_output(im2rec, tmp_path, monkeypatch):
 
     monkeypatch.setattr(mxrec.packing, "image_record", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        pack_list(im2rec / "default" / "sub.lst", im2rec / "photos200", tmp_path / "out.rec")
+        pack_list(im2rec / "default" / "sub.lst", im2rec / "photos200", tmp_path / "out.rec", workers=workers)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- worker threads ----------------------------------------------------------------
+
+def long_list(im2rec, tmp_path, copies: int) -> Path:
+    """The 50-image golden list repeated ``copies`` times under new indices."""
+    entries = [ListEntry(n, e.labels, e.path)
+               for n, e in enumerate(_entries(im2rec / "default" / "sub.lst") * copies)]
+    write_list(tmp_path / "long.lst", entries)
+    return tmp_path / "long.lst"
+
+
+def test_threads_keep_list_order_whatever_order_images_finish(im2rec, tmp_path, monkeypatch):
+    import random
+    import time
+
+    import mxrec.packing
+
+    lst = long_list(im2rec, tmp_path, 3)
+    expected = pack_list(lst, im2rec / "photos200", tmp_path / "one.rec", workers=1)
+    real_image_record = mxrec.packing.image_record
+    delays = random.Random(5)
+
+    def slow_at_random(*args, **kwargs):
+        time.sleep(delays.random() * 0.004)
+        return real_image_record(*args, **kwargs)
+
+    monkeypatch.setattr(mxrec.packing, "image_record", slow_at_random)
+    result = pack_list(lst, im2rec / "photos200", tmp_path / "four.rec", workers=4)
+    assert result.records == expected.records == 150
+    assert (tmp_path / "four.rec").read_bytes() == (tmp_path / "one.rec").read_bytes()
+    assert (tmp_path / "four.idx").read_bytes() == (tmp_path / "one.idx").read_bytes()
+
+
+def test_threads_hold_a_bounded_number_of_images(im2rec, tmp_path, monkeypatch):
+    import time
+
+    import mxrec.packing
+    from mxrec.packing import _IMAGES_PER_TASK, _TASKS_PER_WORKER, _results, read_pack_list
+
+    started = []
+    monkeypatch.setattr(mxrec.packing, "image_record", lambda *args: started.append(1) or b"record")
+    entries = read_pack_list(long_list(im2rec, tmp_path, 4))
+    results = _results(entries, str(im2rec / "photos200"), ImageTransform(), False, workers=2)
+    bound = 2 * _TASKS_PER_WORKER * _IMAGES_PER_TASK
+    for consumed, _ in enumerate(results, 1):
+        time.sleep(0.0002)  # a slow writer: the workers run ahead as far as they may
+        assert len(started) - consumed <= bound
+        if consumed == 100:
+            break
+    results.close()  # as on Ctrl-C or a strict stop: queued tasks are dropped, running ones finish
+    stopped_at = len(started)
+    time.sleep(0.05)
+    assert len(started) == stopped_at <= 100 + bound
+
+
+def test_threads_leave_opencv_thread_count_as_it_was(broken_set):
+    cv2.setNumThreads(3)
+    try:
+        lst, root = broken_set
+        pack_list(lst, root, workers=2)
+        assert cv2.getNumThreads() == 3
+        with pytest.raises(PackError):
+            pack_list(lst, root, workers=2, strict=True)
+        assert cv2.getNumThreads() == 3
+    finally:
+        cv2.setNumThreads(-1)
 
 
 # -- shards ----------------------------------------------------------------------
@@ -290,7 +358,8 @@ def test_bad_shard_sizes(text):
 
 
 def test_workers_start_after_the_parent_ran_opencv_threads(im2rec, tmp_path):
-    # A child forked while the parent's OpenCV thread pool runs must not touch that pool's state (it hung).
+    # Workers started after OpenCV's thread pool has run must not hang (forked worker processes that touched
+    # that pool's state did; the workers are threads now, and the pool is set to one thread in this process).
     import subprocess
     import sys
 

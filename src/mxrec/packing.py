@@ -20,25 +20,32 @@ Compared with im2rec:
   (absolute, or climbing out with ``..``) is an error naming the line.
 * Output goes to ``<name>.partial`` files renamed into place at the end, so an
   interrupted or failed job leaves nothing that looks finished. Ctrl-C stops
-  the worker processes and removes the partial files.
+  the worker threads (each finishes the image in hand) and removes the
+  partial files.
 * Optional sharding (:mod:`mxrec.shards`) and a progress display
   (:mod:`mxrec.progress`).
 
-Workers are processes (``workers > 1``) each decoding and encoding whole
-images; the parent only writes. Pass-through is I/O-bound and is always done
-in the parent, where it needs no copying between processes.
+Workers (``workers > 1``, im2rec's ``--num-thread``) are threads of this
+process, each reading, decoding and encoding whole images, a few at a time,
+while the calling thread writes the records in ``.lst`` order. OpenCV and
+simplejpeg release the GIL for all their work, so threads use every core the
+way im2rec's worker processes do, without starting processes or copying each
+image through a pipe; OpenCV's own thread pool is held to one thread meanwhile
+so that it does not compete with the workers. Pass-through is I/O-bound and
+is always done in the calling thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import multiprocessing
 import os
-import signal
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from mxrec.codec import opencv
 from mxrec.errors import ListFileError, MxrecError, PackError, UnsafePathError
 from mxrec.header import IRHeader, pack
 from mxrec.imageprep import ImageTransform
@@ -48,7 +55,9 @@ from mxrec.shards import ShardedWriter, ShardLimit
 from mxrec.writer import RecordWriter
 
 _MAX_ID = 2**64 - 1
-_TASKS_PER_HANDOFF = 16  # images a worker takes at a time: fewer round trips, still smooth progress
+Outcome = tuple[bytes | None, str | None]  # an image's record payload, or None and why it was skipped
+_IMAGES_PER_TASK = 8  # per hand-off to a thread: a hand-off costs about as much as 1/20 of an image
+_TASKS_PER_WORKER = 3  # queued or running per thread: none waits for work while the writer catches up
 
 
 @dataclass(frozen=True)
@@ -107,8 +116,7 @@ def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTran
     return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
 
 
-def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform,
-                      pack_label: bool) -> tuple[bytes | None, str | None]:
+def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pack_label: bool) -> Outcome:
     """:func:`image_record`, or ``(None, why)`` for an image that must be skipped (``why`` names the file)."""
     try:
         return image_record(entry, root, transform, pack_label), None
@@ -118,22 +126,54 @@ def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform,
         return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
 
 
-def _init_worker() -> None:
-    # Ctrl-C is handled by the parent, which stops the workers. (Not
-    # cv2.setNumThreads here: in a child forked from a parent whose OpenCV
-    # thread pool is running, it hangs.)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+@contextlib.contextmanager
+def _opencv_single_threaded() -> Iterator[None]:
+    """Run OpenCV single-threaded inside the block, then restore its thread count.
+
+    The workers already keep the cores busy; OpenCV splitting a resize over
+    its own pool of one thread per core as well would run more threads than
+    cores. (Safe here, in the process that owns the pool; changing it in
+    forked children hung.)
+    """
+    cv2 = opencv()
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(threads)
+
+
+def _outcomes(job: Callable[[ListEntry], Outcome], entries: Sequence[ListEntry]) -> list[Outcome]:
+    return [job(entry) for entry in entries]
 
 
 def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pack_label: bool,
-             workers: int) -> Iterator[tuple[bytes | None, str | None]]:
-    """``(payload, reason)`` for each entry, in order, from ``workers`` processes (or this one)."""
+             workers: int) -> Iterator[Outcome]:
+    """``(payload, reason)`` for each entry, in order, from ``workers`` threads (or this one).
+
+    Each thread task handles ``_IMAGES_PER_TASK`` consecutive entries, and at
+    most ``workers * _TASKS_PER_WORKER`` tasks are queued or running, so the
+    images held in memory stay few however long the list. Closing the
+    generator (Ctrl-C, an error, ``strict``) cancels the tasks not started and
+    waits for those running, a few images each.
+    """
     job = functools.partial(_record_or_reason, root=root, transform=transform, pack_label=pack_label)
     if workers <= 1 or transform.pass_through or len(entries) < 2:
         yield from map(job, entries)
         return
-    with multiprocessing.Pool(min(workers, len(entries)), initializer=_init_worker) as pool:
-        yield from pool.imap(job, entries, chunksize=_TASKS_PER_HANDOFF)
+    tasks = (entries[start:start + _IMAGES_PER_TASK] for start in range(0, len(entries), _IMAGES_PER_TASK))
+    with _opencv_single_threaded(), ThreadPoolExecutor(workers, thread_name_prefix="mxrec-pack") as pool:
+        pending: deque[Future[list[Outcome]]] = deque()
+        try:
+            for task in tasks:
+                pending.append(pool.submit(_outcomes, job, task))
+                if len(pending) >= workers * _TASKS_PER_WORKER:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: str | os.PathLike | None = None,

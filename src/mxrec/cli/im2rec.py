@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="make image lists instead of packing")
     add_list_arguments(p)
     add_transform_arguments(p)
-    p.add_argument("--num-thread", type=int, default=1, help="worker processes (default: 1, as im2rec)")
+    p.add_argument("--num-thread", type=int, default=1, help="worker threads (default: 1, as im2rec)")
     p.set_defaults(run=run, command="im2rec")
 
 

@@ -28,7 +28,7 @@ def add_transform_arguments(parser: argparse.ArgumentParser) -> None:
 def transform_from_args(args: argparse.Namespace) -> ImageTransform:
     return ImageTransform(resize=args.resize, center_crop=args.center_crop, color=args.color,
                           encoding=args.encoding, quality=args.quality, pass_through=args.pass_through,
-                          reduced_decode=getattr(args, "reduced_decode", False))
+                          fast=getattr(args, "fast", False))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,10 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("root", help="the folder the .lst paths are relative to")
     add_transform_arguments(p)
     p.add_argument("--num-thread", "-j", type=int, default=os.cpu_count() or 1, dest="num_thread",
-                   help="worker processes (default: the number of CPUs, %(default)s)")
-    p.add_argument("--reduced-decode", action="store_true",
-                   help="with --resize, decode JPEGs at least twice the target at 1/2, 1/4 or 1/8 scale: "
-                        "faster, but pixels differ slightly from im2rec's (off by default)")
+                   help="worker threads (default: the number of CPUs, %(default)s)")
+    p.add_argument("--fast", "--reduced-decode", action="store_true", dest="fast",
+                   help="decode JPEGs with libjpeg-turbo's fast IDCT and upsampling, and at 1/2, 1/4 or 1/8 "
+                        "scale when at least twice the --resize target: faster, but pixels differ slightly "
+                        "from im2rec's (off by default)")
     p.add_argument("--strict", action="store_true", help="stop with an error (and no output) on any bad image")
     p.add_argument("--shard-size", type=parse_shard_size, metavar="N|SIZE",
                    help="split the output into NAME_00000.rec/.idx, ... of N records or SIZE bytes (512MB, 2GiB)")
