@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mxrec.augment import AugmentParams, DefaultAugmenter
-from mxrec.decode import decode_pixels
+from mxrec.decode import DecodeBuffers, decode_pixels
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.header import unpack_header
 from mxrec.lst import read_list
@@ -348,6 +348,7 @@ class ImageRecordIter(_BatchIter):
         self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32", mean_image)
         self.dtype = self._writer.dtype
         self._augmenter = DefaultAugmenter(self.augment_params)
+        self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
         self._random = self.augment_params.is_random or self.normalize_params.is_random
         self._aug_key = stream_key(_AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
         self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
@@ -373,7 +374,7 @@ class ImageRecordIter(_BatchIter):
         view = self._reader.view(position)
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
-        img = decode_pixels(view[start:], self.params.data_shape[0])
+        img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
         rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
         self._writer.write(self._augmenter(img, rng), data, rng)
         return header.id

@@ -100,17 +100,15 @@ class SlotWriter:
 
     def write(self, img: np.ndarray, out: np.ndarray, rng: SampleRandom | None = None) -> None:
         """Write ``img`` into ``out`` (``(C, H, W)`` of this writer's dtype), mirrored and normalised as configured."""
-        cv2 = opencv()
         if img.shape[:2] != out.shape[1:]:
             raise ParameterError(f"image of {img.shape[1]}x{img.shape[0]} does not fit a {out.shape[2]}x"
                                  f"{out.shape[1]} slot")
-        if self.mirrored(rng):
-            img = cv2.flip(img, 1)
+        mirror = self.mirrored(rng)
         if self.dtype == np.uint8:
-            self._split(img, out)
+            self._split(img, out, mirror)
             return
         planes = self._scratch("planes", out.shape, np.uint8)
-        self._split(img, planes)
+        self._split(img, planes, mirror)
         if self.dtype == np.int8:
             np.copyto(out, np.clip(planes - self._int_mean, -128, 127), casting="unsafe")
             return
@@ -141,13 +139,20 @@ class SlotWriter:
             array = arrays[name] = np.empty(shape, dtype)
         return array
 
-    def _split(self, img: np.ndarray, planes: np.ndarray) -> None:
-        """Scatter the interleaved channels of ``img`` into the ``uint8`` planes, in output (RGB) order."""
+    def _split(self, img: np.ndarray, planes: np.ndarray, mirror: bool) -> None:
+        """Scatter the interleaved channels of ``img`` into the ``uint8`` planes, in output (RGB) order.
+
+        ``mirror`` flips each plane in place afterwards: flipping the planes the
+        batch already holds is cheaper than flipping into a fresh image first.
+        """
+        cv2 = opencv()
         if img.ndim == 2:
             planes[0] = img
-            return
-        cv2 = opencv()
-        targets = [None] * img.shape[2]
-        for plane, source in enumerate(self.source_channel):
-            targets[source] = planes[plane]
-        cv2.split(img, targets)
+        else:
+            targets = [None] * img.shape[2]
+            for plane, source in enumerate(self.source_channel):
+                targets[source] = planes[plane]
+            cv2.split(img, targets)
+        if mirror:
+            for plane in planes:
+                cv2.flip(plane, 1, dst=plane)
