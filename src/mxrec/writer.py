@@ -89,6 +89,7 @@ class RecordWriter:
         return self._count
 
     def _writable(self) -> BinaryIO:
+        """The open ``.rec`` file; raises if the writer is closed or was inherited through ``fork``."""
         rec = self._rec
         if rec is None:
             raise ClosedFileError(f"{self.path}: writer is closed")
@@ -105,8 +106,10 @@ class RecordWriter:
         With an index, the record is listed under ``key`` (default: its position),
         unless ``indexed`` is false.
         """
-        rec = self._writable()
-        if not isinstance(payload, (bytes, bytearray)):
+        rec = self._rec
+        if rec is None or self._forks != _forks_seen[0]:
+            rec = self._writable()  # raises
+        if type(payload) is not bytes and not isinstance(payload, bytearray):
             payload = bytes(payload)
         offset = self._position
         length = len(payload)
