@@ -20,6 +20,8 @@ import struct
 from collections.abc import Iterable
 from typing import BinaryIO, TextIO
 
+import numpy as np
+
 from mxrec import framing
 from mxrec.atomic import discard, partial_path
 from mxrec.errors import ClosedFileError, ForkedWriterError
@@ -37,6 +39,8 @@ _pack_header = struct.Struct("<II").pack
 _forks_seen = [0]
 os.register_at_fork(after_in_child=lambda: _forks_seen.__setitem__(0, _forks_seen[0] + 1))
 _PADDING = framing.PADDING
+_join = b"".join
+_GROUP = 64  # small records framed and checked together by write_batch (~64 KB: heap memory, reused)
 
 
 class RecordWriter:
@@ -135,23 +139,24 @@ class RecordWriter:
         """
         rec = self._writable()
         offsets: list[int] = []
-        position = self._position
+        group: list = []  # small payloads framed and written together
         try:
             for payload in payloads:
-                if not isinstance(payload, (bytes, bytearray)):
+                if type(payload) is not bytes and not isinstance(payload, bytearray):
                     payload = bytes(payload)
-                length = len(payload)
-                if length < _SMALL_RECORD and _search_magic(payload) is None:
-                    # The common case (as in write): one buffered write of header, data and padding.
-                    rec.write(_pack_header(_MAGIC_WORD, length) + payload + _PADDING[-length & 3])
-                    offsets.append(position)
-                    position += 8 + length + (-length & 3)
-                else:
-                    written = _write_parts(rec, payload)
-                    offsets.append(position)
-                    position += written
+                if len(payload) < _SMALL_RECORD:
+                    group.append(payload)
+                    if len(group) < _GROUP:
+                        continue
+                full, group = group, []
+                self._write_group(rec, full, offsets)
+                if len(payload) >= _SMALL_RECORD:
+                    written = _write_parts(rec, payload)  # may reject the payload: list it only once written
+                    offsets.append(self._position)
+                    self._position += written
         finally:
-            self._position = position
+            if group:  # the records before a rejected one are still written
+                self._write_group(rec, group, offsets)
             if indexed and self._idx is not None and offsets:
                 if keys is None:
                     self._pending_keys.extend(range(self._count, self._count + len(offsets)))
@@ -162,6 +167,29 @@ class RecordWriter:
             if len(self._pending_offsets) >= _FLUSH_INDEX_EVERY:
                 self.flush()
         return offsets
+
+    def _write_group(self, rec: BinaryIO, group: list, offsets: list[int]) -> None:
+        """Write small payloads with one call, framed as single parts unless one holds an aligned magic."""
+        position = self._position
+        starts = []
+        parts: list = []
+        for payload in group:
+            length = len(payload)
+            starts.append(position)
+            parts += (_pack_header(_MAGIC_WORD, length), payload, _PADDING[-length & 3])
+            position += 8 + length + (-length & 3)
+        data = _join(parts)
+        # Every part starts 4-aligned, so a payload's aligned offsets are aligned in ``data`` too:
+        # if the only aligned magics are the part headers', no payload needs splitting.
+        words = np.frombuffer(data, dtype="<u4")
+        if np.count_nonzero(words == _MAGIC_WORD) == len(group):
+            rec.write(data)
+            self._position = position
+            offsets.extend(starts)
+            return
+        for payload in group:
+            offsets.append(self._position)
+            self._position += _write_parts(rec, payload)
 
     def flush(self) -> None:
         """Push written records, then the index lines that point at them, to the operating system."""
