@@ -31,19 +31,30 @@ class TruncatedRecordError(RecordFormatError):
     """The data ends inside a record (header, payload, padding or a multi-part record)."""
 
 
-class IndexFileError(MxrecError, ValueError):
-    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file."""
+class TextFileError(MxrecError, ValueError):
+    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line."""
 
-    def __init__(self, path: str | os.PathLike | None, reason: str, *, line: int | None = None,
-                 key: object = None) -> None:
+    placeholder = "<text>"  # names the file when no path is known
+
+    def __init__(self, path: str | os.PathLike | None, reason: str, *, line: int | None = None) -> None:
         self.path = None if path is None else os.fspath(path)
         self.line = line
-        self.key = key
         self.reason = reason
-        where = self.path if self.path is not None else "<index>"
+        where = self.path if self.path is not None else self.placeholder
         if line is not None:
             where += f": line {line}"
         super().__init__(f"{where}: {reason}")
+
+
+class IndexFileError(TextFileError):
+    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file."""
+
+    placeholder = "<index>"
+
+    def __init__(self, path: str | os.PathLike | None, reason: str, *, line: int | None = None,
+                 key: object = None) -> None:
+        self.key = key
+        super().__init__(path, reason, line=line)
 
 
 class DuplicateKeyError(IndexFileError):
@@ -90,17 +101,13 @@ class ForkedWriterError(MxrecError, RuntimeError):
     """A writer was used in a process other than the one that opened it."""
 
 
-class ListFileError(MxrecError, ValueError):
+class ListFileError(TextFileError):
     """A ``.lst`` (or CSV) image list has a malformed line."""
 
+    placeholder = "<list>"
+
     def __init__(self, path: str | os.PathLike | None, line: int | None, reason: str) -> None:
-        self.path = None if path is None else os.fspath(path)
-        self.line = line
-        self.reason = reason
-        where = self.path if self.path is not None else "<list>"
-        if line is not None:
-            where += f": line {line}"
-        super().__init__(f"{where}: {reason}")
+        super().__init__(path, reason, line=line)
 
 
 class UnsafePathError(MxrecError, ValueError):
