@@ -37,9 +37,9 @@ import simplejpeg
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from mxrec import RecordReader, RecordWriter
-from mxrec.codec import encode_image
-from mxrec.header import IRHeader, pack, unpack_header
-from mxrec.iterators import ImageRecordIter
+from mxrec.format.header import IRHeader, pack, unpack_header
+from mxrec.image.codec import encode_image
+from mxrec.train import ImageRecordIter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEAN_STD = dict(mean_r=123.68, mean_g=116.779, mean_b=103.939, std_r=58.393, std_g=57.12, std_b=57.375)

@@ -68,7 +68,7 @@ def digest(folder: Path) -> str:
 def pixel_difference(rec: Path, reference: Path) -> str:
     """How far the images in ``rec`` are from those in ``reference`` (same records, same order)."""
     from mxrec import RecordReader, unpack
-    from mxrec.codec import decode_image
+    from mxrec.image.codec import decode_image
 
     image_means, largest, total, pixels = [], 0, 0, 0
     with RecordReader(rec) as ours, RecordReader(reference) as theirs:

@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
     import simplejpeg
 
-    from mxrec.contents import available_cores
-    from mxrec.verify import verify_dataset
+    from mxrec.doctor.contents import available_cores
+    from mxrec.doctor.verify import verify_dataset
 
     if not os.path.exists(rec):
         pack_photos(args.photos, rec)

@@ -21,7 +21,7 @@ import numpy as np
 
 import mxrec
 import mxrec.recordio as recordio
-from mxrec.info import dataset_info
+from mxrec.doctor.info import dataset_info
 
 PHOTOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden" / "im2rec" / "photos200"
 

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).parent
-GOLDEN = TESTS / "data" / "golden"
-SRC = TESTS.parent / "src"
+from testkit import GOLDEN
+from testkit.cli import run_mxrec
 
 
 @pytest.fixture
@@ -20,17 +18,19 @@ def golden() -> Path:
     return GOLDEN
 
 
-def run_mxrec(*args: str | os.PathLike, check: bool = False) -> subprocess.CompletedProcess:
-    """Run ``python -m mxrec ARGS`` in a fresh interpreter, importing this checkout's ``src``."""
-    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    result = subprocess.run([sys.executable, "-m", "mxrec", *map(str, args)], capture_output=True, text=True,
-                            env=env, timeout=600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"mxrec {args} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
-
-
 @pytest.fixture
 def mxrec_cli():
     """``mxrec_cli(*args)`` runs the command line in a subprocess and returns the CompletedProcess."""
     return run_mxrec
+
+
+@pytest.fixture
+def without_simplejpeg(monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """mxrec as it behaves when simplejpeg is not installed (OpenCV decodes everything)."""
+    from mxrec.image import codec
+
+    monkeypatch.setitem(sys.modules, "simplejpeg", None)  # import simplejpeg -> ImportError
+    codec.simplejpeg.cache_clear()
+    assert codec.simplejpeg() is None
+    yield True
+    codec.simplejpeg.cache_clear()  # the next caller imports the real module again

@@ -1,23 +1,25 @@
 """mxrec: MXNet RecordIO (``.rec`` / ``.idx``) without MXNet.
 
-Where things live (one module per concept):
+The rooms, from the bottom up (each may import only the rooms listed before it):
 
-* format: :mod:`~mxrec.framing` (``.rec`` bytes), :mod:`~mxrec.index` (``.idx``), :mod:`~mxrec.header`
-  (``IRHeader``), :mod:`~mxrec.lst` (``.lst``), :mod:`~mxrec.errors`
-* I/O: :mod:`~mxrec.mapping` (mmap), :mod:`~mxrec.reader` (:class:`RecordReader`), :mod:`~mxrec.writer`
-  (:class:`RecordWriter`), :mod:`~mxrec.atomic` (complete-or-absent output), :mod:`~mxrec.recordio`
-  (drop-in ``mxnet.recordio``), :mod:`~mxrec.codec` (image bytes <-> pixels)
-* building datasets: :mod:`~mxrec.listing`, :mod:`~mxrec.imageprep`, :mod:`~mxrec.packing`,
-  :mod:`~mxrec.shards`, :mod:`~mxrec.extract`, :mod:`~mxrec.progress`
-* checking them: :mod:`~mxrec.info`, :mod:`~mxrec.verify` (with :mod:`~mxrec.checks`,
-  :mod:`~mxrec.contents`, :mod:`~mxrec.imagebytes`, ``doctor_*``), :mod:`~mxrec.repair`,
-  :mod:`~mxrec.preview`, :mod:`~mxrec.stats`
-* training from them: :mod:`~mxrec.iterators` (``ImageRecordIter``, ``ImageIter``), built from
-  :mod:`~mxrec.sampler`, :mod:`~mxrec.rng`, :mod:`~mxrec.decode`, :mod:`~mxrec.augment`,
-  :mod:`~mxrec.normalize`, :mod:`~mxrec.pipeline`; :mod:`~mxrec.transforms`; :mod:`mxrec.torch`
-* :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above
+* :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
+* :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
+  ``.idx``, ``.lst``).
+* :mod:`mxrec.io`: files (memory maps, atomic output, ``RecordReader``, ``RecordWriter``, shards, ``.idx``
+  and ``.lst`` files). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
+* :mod:`mxrec.pack` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
+  (``ImageRecordIter``, ``ImageIter``).
+* :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
+
+Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.torch` (PyTorch datasets).
 """
 
+from mxrec import recordio
+from mxrec.doctor.preview import contact_sheet
+from mxrec.doctor.repair import repair_dataset
+from mxrec.doctor.stats import dataset_stats
+from mxrec.doctor.verify import verify_dataset
 from mxrec.errors import (
     DuplicateKeyError,
     HeaderError,
@@ -29,19 +31,15 @@ from mxrec.errors import (
     RecordKeyError,
     TruncatedRecordError,
 )
-from mxrec.extract import extract_records
-from mxrec.header import IRHeader, pack, unpack
-from mxrec.imageprep import ImageTransform
-from mxrec.index import build_index, read_index, write_index
-from mxrec.iterators import DataBatch, ImageIter, ImageRecordIter
-from mxrec.listing import make_lists, read_labelled_csv
-from mxrec.packing import pack_list, pack_prefix
-from mxrec.preview import contact_sheet
-from mxrec.reader import RecordReader
-from mxrec.repair import repair_dataset
-from mxrec.stats import dataset_stats
-from mxrec.verify import verify_dataset
-from mxrec.writer import RecordWriter
+from mxrec.format.header import IRHeader, pack, unpack
+from mxrec.io.index import build_index, read_index, write_index
+from mxrec.io.reader import RecordReader
+from mxrec.io.writer import RecordWriter
+from mxrec.pack.extract import extract_records
+from mxrec.pack.job import pack_list, pack_prefix
+from mxrec.pack.make_lists import make_lists, read_labelled_csv
+from mxrec.pack.prepare import ImageTransform
+from mxrec.train import DataBatch, ImageIter, ImageRecordIter
 
 __version__ = "0.1.0"
 
@@ -72,6 +70,7 @@ __all__ = [
     "pack_prefix",
     "read_index",
     "read_labelled_csv",
+    "recordio",
     "repair_dataset",
     "unpack",
     "verify_dataset",

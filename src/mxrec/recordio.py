@@ -43,19 +43,20 @@ import warnings
 
 import numpy as np
 
-from mxrec import framing
-from mxrec.codec import decode_image, encode_image
 from mxrec.errors import ClosedFileError, IndexFileError, ModeError, RecordKeyError
-from mxrec.header import HEADER_FORMAT, HEADER_SIZE, IRHeader, pack, unpack
-from mxrec.index import KeyType, read_index
-from mxrec.mapping import map_file, release
-from mxrec.writer import RecordWriter
+from mxrec.format import framing
+from mxrec.format.header import IRHEADER_FORMAT, IRHEADER_SIZE, IRHeader, pack, unpack
+from mxrec.format.idx import KeyType
+from mxrec.image.codec import decode_image, encode_image
+from mxrec.io.index import read_index
+from mxrec.io.mapping import map_file, release
+from mxrec.io.writer import RecordWriter
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img"]
 
 # Module constants of mxnet.recordio that some code reads.
-_IR_FORMAT = HEADER_FORMAT.lstrip("<")
-_IR_SIZE = HEADER_SIZE
+_IR_FORMAT = IRHEADER_FORMAT.lstrip("<")
+_IR_SIZE = IRHEADER_SIZE
 
 
 class MXRecordIO:

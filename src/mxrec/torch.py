@@ -7,13 +7,13 @@
   ``transform`` and ``target_transform`` applied (Gluon's
   ``ImageRecordDataset``, with torchvision's two-transform convention).
 * :class:`ImageRecordIterable`: an ``IterableDataset`` that shuffles globally
-  per epoch, gives each rank an equal share (:func:`mxrec.sampler.shard`) and
+  per epoch, gives each rank an equal share (:func:`mxrec.train.sampler.shard`) and
   each ``DataLoader`` worker every ``num_workers``-th record of that share.
-* :func:`torch_batches`: the batches of an :class:`~mxrec.iterators.ImageRecordIter`
+* :func:`torch_batches`: the batches of an :class:`~mxrec.train.record_iter.ImageRecordIter`
   as tensors sharing its buffers (no copy) -- the fast path.
 
 All of them work with ``DataLoader(num_workers > 0)`` under ``fork`` and
-``spawn``: a :class:`~mxrec.reader.RecordReader` pickles to its path and maps
+``spawn``: a :class:`~mxrec.io.reader.RecordReader` pickles to its path and maps
 the file again in the worker. Random transforms from :mod:`mxrec.transforms`
 get a stream keyed by ``(seed, epoch, record)``, so workers never repeat each
 other's augmentations; call :meth:`set_epoch` (before creating the
@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.decode import decode_pixels
 from mxrec.errors import MxrecError, ParameterError
-from mxrec.header import label_array, unpack_header
-from mxrec.reader import RecordReader
-from mxrec.rng import SampleRandom
-from mxrec.sampler import epoch_order, shard
-from mxrec.transforms import Transform
+from mxrec.format.header import label_array, unpack_header
+from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.reader import RecordReader
+from mxrec.train.sampler import epoch_order, shard
+from mxrec.transforms.augmenters import Transform
+from mxrec.transforms.rng import SampleRandom
 
 try:
     import torch
@@ -92,7 +92,7 @@ class _ImageRecords:
         what = f"{self.reader.path}: record {self.reader.keys[position]!r}"
         img = decode_pixels(view[start:], 3 if self.flag else 1, what=what)
         if self.flag:
-            img = np.ascontiguousarray(img[..., ::-1])  # BGR -> RGB
+            img = to_rgb(img)
         labels = label_array(header)
         label = labels[0] if header.flag == 0 else labels.copy()
         rng = SampleRandom(_TRANSFORM_STREAM, self.seed, self.epoch, position)

@@ -4,7 +4,7 @@
 otherwise every ``PREFIX*.lst`` is packed (as ``mxrec pack``, with
 ``--num-thread`` defaulting to 1 as in im2rec). Existing scripts only change
 the program name. Output differs from im2rec's only where im2rec misbehaves
-(see ``mxrec.listing`` and ``mxrec.packing``): records always in ``.lst``
+(see ``mxrec.pack.make_lists`` and ``mxrec.pack.job``): records always in ``.lst``
 order, bad images skipped and reported, output renamed into place when done.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 
 from mxrec.cli.list import add_list_arguments
-from mxrec.cli.pack import add_transform_arguments, report, transform_from_args
-from mxrec.listing import label_names_path, make_lists, read_label_names
-from mxrec.packing import pack_prefix
+from mxrec.cli.pack import add_transform_arguments, pack_with_progress, report, transform_from_args
+from mxrec.io.lists import label_names_path, read_label_names
+from mxrec.pack.make_lists import make_lists
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +38,6 @@ def run(args: argparse.Namespace) -> int:
             for label, name in read_label_names(label_names_path(args.prefix)).items():
                 print(name, label)
         return 0
-    results = pack_prefix(args.prefix, args.root, transform_from_args(args), workers=args.num_thread,
-                          pack_label=args.pack_label, progress=True)
-    report(results)
+    report(pack_with_progress(args.prefix, args.root, transform_from_args(args), workers=args.num_thread,
+                              pack_label=args.pack_label))
     return 0

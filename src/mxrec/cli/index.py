@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from mxrec.index import KEY_SOURCES, build_index, index_path_for
+from mxrec.format.idx import index_path_for
+from mxrec.io.index import KEY_SOURCES, build_index
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from mxrec.info import dataset_info
+from mxrec.cli.options import add_dataset
+from mxrec.doctor.info import dataset_info
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("info", help="summarise a .rec file", description=__doc__)
-    p.add_argument("rec", help="the .rec file")
-    p.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
+    add_dataset(p, keys=False)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=run, command="info")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from mxrec.listing import DEFAULT_EXTS, DEFAULT_SEED, make_lists, read_labelled_csv, write_lists
+from mxrec.pack.make_lists import DEFAULT_EXTS, DEFAULT_SEED, make_lists, read_labelled_csv, write_lists
 
 
 def add_list_arguments(parser: argparse.ArgumentParser) -> None:

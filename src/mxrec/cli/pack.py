@@ -6,9 +6,11 @@ import argparse
 import os
 import sys
 
-from mxrec.imageprep import COLOR_MODES, ENCODINGS, ImageTransform
-from mxrec.packing import PackResult, pack_prefix
-from mxrec.shards import parse_shard_size
+from mxrec.cli.options import add_no_progress
+from mxrec.cli.progress import Progress
+from mxrec.io.shards import parse_shard_size
+from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
+from mxrec.pack.prepare import COLOR_MODES, ENCODINGS, ImageTransform
 
 
 def add_transform_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true", help="stop with an error (and no output) on any bad image")
     p.add_argument("--shard-size", type=parse_shard_size, metavar="N|SIZE",
                    help="split the output into NAME_00000.rec/.idx, ... of N records or SIZE bytes (512MB, 2GiB)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="print no progress")
+    add_no_progress(p)
     p.set_defaults(run=run, command="pack")
 
 
@@ -60,9 +62,20 @@ def report(results: list[PackResult]) -> None:
             print(f"  skipped index {skipped.index}: {skipped.reason}", file=sys.stderr)
 
 
+def pack_with_progress(prefix: str, root: str, transform: ImageTransform, *, show: bool = True,
+                       **options: object) -> list[PackResult]:
+    """:func:`mxrec.pack.job.pack_prefix`, with a progress display per ``.lst`` and each skipped image on stderr."""
+    results = []
+    for lst in find_prefix_lists(prefix):
+        label = os.path.basename(os.path.splitext(lst)[0]) + ".rec: "
+        with Progress(label=label, enabled=show) as bar:
+            on_skip = (lambda s, bar=bar: bar.message(f"skipped index {s.index}: {s.reason}")) if show else None
+            results.append(pack_list(lst, root, None, transform, progress=bar, on_skip=on_skip, **options))
+    return results
+
+
 def run(args: argparse.Namespace) -> int:
-    results = pack_prefix(args.prefix, args.root, transform_from_args(args), workers=args.num_thread,
-                          pack_label=args.pack_label, strict=args.strict, shard_limit=args.shard_size,
-                          progress=args.progress)
-    report(results)
+    report(pack_with_progress(args.prefix, args.root, transform_from_args(args), show=args.progress,
+                              workers=args.num_thread, pack_label=args.pack_label, strict=args.strict,
+                              shard_limit=args.shard_size))
     return 0

@@ -5,29 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 
-from mxrec.doctor_labels import LABEL_KINDS
-from mxrec.progress import Progress
-from mxrec.stats import dataset_stats, plot_stats, pyplot
+from mxrec.cli.options import add_dataset, add_no_progress, add_workers
+from mxrec.cli.progress import Progress
+from mxrec.doctor.check_labels import LABEL_KINDS
+from mxrec.doctor.stats import dataset_stats, plot_stats, pyplot
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("stats", help="label counts and image sizes (text; plots with -o)",
                               description=__doc__)
-    p.add_argument("rec", help="the .rec file")
+    add_dataset(p, keys=False)
     p.add_argument("-o", "--output", help="also plot into this image (needs matplotlib: pip install 'mxrec[plot]')")
-    p.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
     p.add_argument("--labels", choices=LABEL_KINDS, default="auto",
                    help="'class': labels are class ids; 'value': real values (default: decide from the labels)")
-    p.add_argument("--workers", type=int, default=None, help="reading threads (default: all cores)")
+    add_workers(p, "reading threads")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    add_no_progress(p)
     p.set_defaults(run=run, command="stats")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.output:
         pyplot()  # fail before the long read when the plotting extra is missing
-    with Progress(label="reading: ", unit="rec", enabled=not args.no_progress) as bar:
+    with Progress(label="reading: ", unit="rec", enabled=args.progress) as bar:
         stats = dataset_stats(args.rec, args.idx, label_kind=args.labels, workers=args.workers, progress=bar)
     print(json.dumps(stats.to_dict(), indent=2) if args.json else stats.format_text())
     if args.output:

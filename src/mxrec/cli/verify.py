@@ -13,25 +13,23 @@ from __future__ import annotations
 import argparse
 import json
 
-from mxrec.contents import available_cores
-from mxrec.doctor_labels import LABEL_KINDS
-from mxrec.progress import Progress
-from mxrec.repair import repair_dataset
-from mxrec.verify import DATASET_KINDS, verify_dataset
+from mxrec.cli.options import add_dataset, add_no_progress, add_workers, key_type
+from mxrec.cli.progress import Progress
+from mxrec.doctor.check_labels import LABEL_KINDS
+from mxrec.doctor.contents import available_cores
+from mxrec.doctor.repair import repair_dataset
+from mxrec.doctor.verify import DATASET_KINDS, verify_dataset
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("verify", help="check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("rec", help="the .rec file")
-    p.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
-    p.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
+    add_dataset(p)
     p.add_argument("--lst", help="the .lst image list the .rec was packed from")
     p.add_argument("--root", help="folder the .lst image paths are relative to (default: the .lst's folder)")
     p.add_argument("--against", metavar="OTHER", help="another .rec (e.g. the validation set): report shared images")
     p.add_argument("--decode", action="store_true", help="decode every image (parallel, on all cores)")
-    p.add_argument("--workers", type=int, default=None,
-                   help=f"threads for reading and decoding (default: all {available_cores()} cores)")
+    add_workers(p, "threads for reading and decoding", f"all {available_cores()} cores")
     p.add_argument("--kind", choices=DATASET_KINDS, default="auto",
                    help="'image' always runs the label/image checks, 'raw' never (default: decide from the records)")
     p.add_argument("--labels", choices=LABEL_KINDS, default="auto",
@@ -44,18 +42,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    add_no_progress(p)
     p.set_defaults(run=run, command="verify")
 
 
 def run(args: argparse.Namespace) -> int:
-    key_type = str if args.str_keys else int
+    keys_are = key_type(args)
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
-    repair = repair_dataset(args.rec, args.repair, args.idx, key_type) if args.repair else None
+    repair = repair_dataset(args.rec, args.repair, args.idx, keys_are) if args.repair else None
     with Progress(label="decoding: " if args.decode else "reading: ", unit="rec",
-                  enabled=not args.no_progress) as bar:
+                  enabled=args.progress) as bar:
         report = verify_dataset(
-            args.rec, args.idx, key_type, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
+            args.rec, args.idx, keys_are, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
             against=args.against, num_classes=args.num_classes, label_kind=args.labels,
             min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance, workers=args.workers,
             progress=bar)

@@ -1,0 +1,14 @@
+"""The dataset doctor: summarising, checking, repairing and looking at RecordIO datasets.
+
+* :mod:`~mxrec.doctor.verify`: the runner of every check; :mod:`~mxrec.doctor.report`: its result
+  (``Report`` of ``Check`` s of ``Problem`` s).
+* the checks: :mod:`~mxrec.doctor.check_recordio` (framing, padding, index), :mod:`~mxrec.doctor.check_labels`,
+  :mod:`~mxrec.doctor.check_images`, :mod:`~mxrec.doctor.check_leakage` (duplicates, train/val leakage),
+  :mod:`~mxrec.doctor.check_lst`; they read one pass of facts per record, :mod:`~mxrec.doctor.contents`.
+* :mod:`~mxrec.doctor.info` (``mxrec info``), :mod:`~mxrec.doctor.stats`, :mod:`~mxrec.doctor.preview`
+  (contact sheets), :mod:`~mxrec.doctor.repair` (a clean copy of a damaged file).
+
+Library code reports progress through ``progress(done, total)`` callbacks and
+never prints. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,
+:mod:`mxrec.io`, :mod:`mxrec.image`.
+"""

@@ -1,0 +1,176 @@
+"""What each record of an image dataset holds: key, IRHeader, labels, and facts about its image bytes.
+
+:func:`scan_contents` reads every intact record once and returns one
+:class:`RecordContent` per record: the header fields and labels, the image's
+format, shape and any fault (:func:`mxrec.image.inspect.inspect_image`), and a
+SHA-1 of the image bytes for duplicate detection. With ``decode=True`` every
+image is decoded. The work is spread over a thread pool (the decoders and the
+hash release the GIL), so a decoding scan runs on all cores; ``progress`` is
+called as ``progress(done, total)`` as records finish.
+
+The checks built on these facts (labels, images, duplicates, ``.lst``) live in
+the ``check_*`` modules; :mod:`mxrec.doctor.stats` summarises them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+
+from mxrec.errors import HeaderError
+from mxrec.format import framing
+from mxrec.format.header import label_array, unpack_header
+from mxrec.format.idx import Index, KeyType
+from mxrec.image.inspect import ImageFacts, inspect_image
+from mxrec.io.index import resolve_index, try_read_index
+from mxrec.io.mapping import map_file, release
+
+RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
+
+
+@dataclass(slots=True)
+class RecordContent:
+    """One intact record: where it is, its key, its header fields, and what its image bytes are."""
+
+    position: int  # among the intact records, in file order
+    offset: int  # byte offset of its first part
+    key: object  # its .idx key; its position when there is no .idx; None when the .idx does not list it
+    header_fault: str | None = None  # why the payload holds no IRHeader
+    flag: int = 0
+    record_id: int | None = None
+    labels: tuple[float, ...] | None = None  # the header's label(s); one value when flag is 0
+    image: ImageFacts | None = None  # the bytes after the header
+    image_bytes: int = 0
+    digest: bytes | None = None  # SHA-1 of the image bytes, when there are any
+    meta: bool = False  # an InsightFace-style header record at position 0 (index ranges, no image)
+
+    @property
+    def name(self) -> object:
+        """How problems name the record: its key, or ``"byte N"`` when it has none."""
+        return self.key if self.key is not None else f"byte {self.offset}"
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def read_record_content(payload: bytes, position: int, offset: int, key: object,
+                        decode: bool = False) -> RecordContent:
+    """The facts about one record's payload."""
+    content = RecordContent(position, offset, key)
+    try:
+        header, start = unpack_header(payload)
+    except HeaderError as exc:
+        content.header_fault = str(exc)
+        return content
+    content.flag = header.flag
+    content.record_id = header.id
+    content.labels = tuple(label_array(header).tolist())
+    image = payload[start:]
+    content.image_bytes = len(image)
+    content.image = inspect_image(image, decode)
+    if image:
+        content.digest = hashlib.sha1(image, usedforsecurity=False).digest()
+    return content
+
+
+def _payload(buf: framing.Buffer, span: framing.RecordSpan) -> bytes:
+    if span.parts == 1:
+        start = span.offset + framing.PART_HEADER_SIZE
+        return buf[start:start + span.length]
+    return framing.decode_record(buf, span.offset)[0]
+
+
+def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: dict | None = None, *,
+                  decode: bool = False, workers: int | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
+    """One :class:`RecordContent` per span (intact records of ``buf``), in order.
+
+    ``keys_by_offset`` maps record offsets to ``.idx`` keys; without it records
+    are keyed by position. ``workers`` defaults to every available core.
+    """
+    workers = available_cores() if workers is None else max(1, workers)
+
+    def task(first: int) -> list[RecordContent]:
+        found = []
+        for position in range(first, min(first + RECORDS_PER_TASK, len(spans))):
+            span = spans[position]
+            key = position if keys_by_offset is None else keys_by_offset.get(span.offset)
+            found.append(read_record_content(_payload(buf, span), position, span.offset, key, decode))
+        return found
+
+    firsts = range(0, len(spans), RECORDS_PER_TASK)
+    batches: dict[int, list[RecordContent]] = {}
+    done = 0
+
+    def finished(first: int, batch: list[RecordContent]) -> None:
+        nonlocal done
+        batches[first] = batch
+        done += len(batch)
+        if progress is not None:
+            progress(done, len(spans))
+
+    if workers == 1:
+        for first in firsts:
+            finished(first, task(first))
+    else:
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="mxrec-scan")
+        try:
+            futures = {pool.submit(task, first): first for first in firsts}
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    contents = [content for first in firsts for content in batches[first]]
+    mark_meta_record(contents)
+    return contents
+
+
+def mark_meta_record(contents: list[RecordContent]) -> None:
+    """Mark an InsightFace-style meta record: position 0, array label, no image, followed by other records."""
+    if len(contents) > 1:
+        first = contents[0]
+        if first.position == 0 and first.flag > 0 and first.image_bytes == 0:
+            first.meta = True
+
+
+def offset_keys(index: Index) -> dict:
+    """``{offset: key}`` from a parsed ``.idx`` (the first key listed at each offset)."""
+    mapping: dict = {}
+    for key, offset in zip(index.keys, index.offsets.tolist(), strict=True):
+        mapping.setdefault(offset, key)
+    return mapping
+
+
+def looks_like_image_dataset(contents: list[RecordContent]) -> bool:
+    """Whether at least half the records are an IRHeader followed by bytes of a known image format."""
+    samples = [c for c in contents if not c.meta]
+    images = sum(1 for c in samples if c.image is not None and c.image.format not in ("other", "empty"))
+    return bool(samples) and images * 2 >= len(samples)
+
+
+def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
+                  *, decode: bool = False, workers: int | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
+    """:func:`scan_contents` over every intact record of ``rec_path`` (stepping over damaged framing).
+
+    Keys come from the ``.idx`` (default: beside the file, if present and readable), else positions.
+    """
+    rec_path = os.fspath(rec_path)
+    idx_path = resolve_index(rec_path, idx_path)
+    keys = None
+    if idx_path is not None:
+        index, _ = try_read_index(idx_path, key_type)  # an unreadable .idx names nothing: keys are positions
+        keys = None if index is None else offset_keys(index)
+    buf = map_file(rec_path)
+    try:
+        spans, _ = framing.salvage_spans(buf, rec_path)
+        return scan_contents(buf, spans, keys, decode=decode, workers=workers, progress=progress)
+    finally:
+        release(buf)

@@ -1,0 +1,140 @@
+"""Contact sheets: a grid of a dataset's images, each captioned with its key and label, saved as one image.
+
+A person looking at the sheet sees at a glance whether images and labels
+belong together (all cats labelled 3?), which no automatic check can tell.
+:func:`contact_sheet` picks records (given keys, or a seeded random sample),
+decodes each (:func:`mxrec.image.codec.decode_image`), fits it into a square tile
+and writes ``key <k> | <label>`` under it; a record that cannot be read or
+decoded gets a tile saying so instead of stopping the sheet.
+:func:`write_image` saves the sheet atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from collections.abc import Sequence
+
+import numpy as np
+
+from mxrec.errors import HeaderError, ImageDecodeError, MxrecError
+from mxrec.format.header import label_array, unpack
+from mxrec.format.idx import KeyType
+from mxrec.image.codec import decode_image, encode_image, opencv
+from mxrec.io.atomic import atomic_open
+from mxrec.io.reader import RecordReader
+
+CAPTION_HEIGHT = 22
+GAP = 2
+BACKGROUND = (40, 40, 40)
+TEXT_COLOUR = (255, 255, 255)
+FAULT_COLOUR = (60, 60, 230)  # BGR red
+
+
+def sample_positions(total: int, count: int, seed: int = 0) -> list[int]:
+    """``count`` distinct positions out of ``total`` (all of them if fewer), sorted, reproducible for ``seed``."""
+    if count >= total:
+        return list(range(total))
+    return sorted(np.random.default_rng(seed).choice(total, size=count, replace=False).tolist())
+
+
+def label_text(labels: np.ndarray, limit: int = 4) -> str:
+    """A short caption for a record's label(s): ``7`` or ``[7, 4, -9.75]`` (``...`` past ``limit`` values)."""
+    values = [f"{v:g}" for v in labels.tolist()]
+    if len(values) == 1:
+        return values[0]
+    return "[" + ", ".join(values[:limit]) + (", ..." if len(values) > limit else "") + "]"
+
+
+def fit_tile(image: np.ndarray, tile: int) -> np.ndarray:
+    """``image`` (BGR) scaled to fit a ``tile`` x ``tile`` square, centred on the background."""
+    cv2 = opencv()
+    out = np.empty((tile, tile, 3), np.uint8)
+    out[:] = BACKGROUND
+    height, width = image.shape[:2]
+    scale = tile / max(height, width)
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))
+    scaled = cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    top, left = (tile - size[1]) // 2, (tile - size[0]) // 2
+    out[top:top + size[1], left:left + size[0]] = scaled
+    return out
+
+
+def _put_text(canvas: np.ndarray, text: str, origin_y: int, colour: tuple[int, int, int]) -> None:
+    """Draw ``text`` left-aligned on ``canvas`` with its baseline at ``origin_y``, shrunk or cut to fit."""
+    cv2 = opencv()
+    font, width = cv2.FONT_HERSHEY_SIMPLEX, canvas.shape[1] - 6
+    scale = 0.45
+    while cv2.getTextSize(text, font, scale, 1)[0][0] > width and scale > 0.3:
+        scale -= 0.05
+    while cv2.getTextSize(text, font, scale, 1)[0][0] > width and len(text) > 4:
+        text = text[:-4] + "..."
+    cv2.putText(canvas, text, (3, origin_y), font, scale, colour, 1, cv2.LINE_AA)
+
+
+def record_tile(payload: bytes | None, key: object, tile: int, fault: str | None = None) -> np.ndarray:
+    """One captioned tile: the record's image and ``key <k> | <label>``, or what is wrong with the record."""
+    canvas = np.empty((tile + CAPTION_HEIGHT, tile, 3), np.uint8)
+    canvas[:] = BACKGROUND
+    caption = f"key {key}"
+    if fault is None and payload is not None:
+        try:
+            header, image_bytes = unpack(payload)
+            caption += f" | {label_text(label_array(header))}"
+            canvas[:tile] = fit_tile(decode_image(image_bytes, 1, what=f"record {key!r}"), tile)
+        except (HeaderError, ImageDecodeError) as exc:
+            fault = str(exc)
+    if fault is not None:
+        lines = textwrap.wrap(fault, width=max(8, tile // 8))[:(tile - 4) // 16]
+        for row, line in enumerate(lines):
+            _put_text(canvas, line, 18 + 16 * row, FAULT_COLOUR)
+    canvas[tile:] = 0
+    _put_text(canvas, caption, tile + CAPTION_HEIGHT - 7, TEXT_COLOUR)
+    return canvas
+
+
+def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
+    """Tiles of one size laid out row by row, ``columns`` wide (default: a near-square grid)."""
+    if not tiles:
+        raise ValueError("no tiles to lay out")
+    columns = columns or math.ceil(math.sqrt(len(tiles)))
+    rows = math.ceil(len(tiles) / columns)
+    height, width = tiles[0].shape[:2]
+    sheet = np.zeros((rows * (height + GAP) - GAP, columns * (width + GAP) - GAP, 3), np.uint8)
+    for i, t in enumerate(tiles):
+        top, left = (i // columns) * (height + GAP), (i % columns) * (width + GAP)
+        sheet[top:top + height, left:left + width] = t
+    return sheet
+
+
+def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, *,
+                  keys: Sequence[object] | None = None, count: int = 16, seed: int = 0, tile: int = 160,
+                  columns: int | None = None, key_type: KeyType = int) -> tuple[np.ndarray, list]:
+    """``(sheet, keys shown)``: the records with ``keys`` (default: ``count`` sampled with ``seed``) as a grid.
+
+    Keys are ``.idx`` keys (default ``.idx``: beside the file), or positions
+    when there is none. Raises :class:`~mxrec.errors.RecordKeyError` for a key
+    that is not in the index.
+    """
+    with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+        positions = (sample_positions(len(reader), count, seed) if keys is None
+                     else [reader.position(k) for k in keys])
+        if not positions:
+            raise MxrecError(f"{reader.path}: no records to show")
+        tiles = []
+        for position in positions:
+            key = reader.keys[position]
+            try:
+                payload, fault = reader[position], None
+            except ValueError as exc:  # damaged framing under this key
+                payload, fault = None, str(exc)
+            tiles.append(record_tile(payload, key, tile, fault))
+        return grid(tiles, columns), [reader.keys[p] for p in positions]
+
+
+def write_image(path: str | os.PathLike, image: np.ndarray) -> None:
+    """Save ``image`` (BGR) in the format its extension names (``.png`` etc.), atomically."""
+    data = encode_image(image, os.path.splitext(os.fspath(path))[1] or ".png", quality=95)
+    with atomic_open(path, "wb") as f:
+        f.write(data)

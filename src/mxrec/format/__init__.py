@@ -1,0 +1,10 @@
+"""The formats, as pure functions on bytes and text: no files are opened here.
+
+* :mod:`~mxrec.format.framing`: the ``.rec`` byte layout (parts, magic, padding, the resync rule).
+* :mod:`~mxrec.format.header`: the ``IRHeader`` at the front of an image record.
+* :mod:`~mxrec.format.idx`: the ``.idx`` text (``key<TAB>offset`` lines).
+* :mod:`~mxrec.format.lst`: the ``.lst`` image list text, and the ``.labels`` file beside it.
+
+May import: :mod:`mxrec.errors` (and numpy). File I/O built on these lives in
+:mod:`mxrec.io`.
+"""

@@ -1,0 +1,68 @@
+"""Whether an image's bytes are sound: :func:`inspect_image` classifies them as sound or as one of :data:`FAULT_KINDS`.
+
+Without decoding only the headers are read (:mod:`mxrec.image.headers`),
+microseconds per image, which finds empty and zero-size images and damaged
+headers. With ``decode=True`` the bytes are decoded completely, the only way
+to see damage inside the compressed data. JPEGs are then decoded with
+simplejpeg (libjpeg-turbo, the decoder inside OpenCV and MXNet too) in strict
+mode, which turns every libjpeg warning ("Corrupt JPEG data: ...",
+"Premature end of JPEG file") into an error, silently. A JPEG or PNG that
+fails is ``truncated`` when it breaks the truncation rule
+(:func:`~mxrec.image.headers.truncation`), else ``corrupt``. Formats other
+than JPEG and PNG are decoded with OpenCV (which prints libpng's complaints
+about damaged PNGs on stderr).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mxrec.errors import ImageDecodeError, TruncatedImageError
+from mxrec.image.codec import opencv, require_simplejpeg
+from mxrec.image.headers import Shape, image_shape, truncation
+from mxrec.image.signatures import image_format
+
+#: What can be wrong with an image's bytes.
+FAULT_KINDS = ("empty", "zero-size", "truncated", "corrupt")
+
+
+@dataclass(frozen=True, slots=True)
+class ImageFacts:
+    """What :func:`inspect_image` found: format, shape (None if unknown), and a fault kind with its reason."""
+
+    format: str
+    shape: Shape | None
+    fault: str | None = None
+    reason: str | None = None
+
+
+def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
+    """Classify one image's bytes; with ``decode`` decode them completely (JPEG strictly, see the module doc)."""
+    fmt = image_format(data)
+    if fmt == "empty":
+        return ImageFacts(fmt, None, "empty", "no image bytes")
+    try:
+        shape = image_shape(data, fmt)
+    except TruncatedImageError as exc:
+        return ImageFacts(fmt, None, "truncated", str(exc))
+    except ImageDecodeError as exc:
+        return ImageFacts(fmt, None, "corrupt", str(exc))
+    if shape is not None and (shape[0] == 0 or shape[1] == 0):
+        return ImageFacts(fmt, shape, "zero-size", f"header declares a {shape[1]}x{shape[0]} image")
+    if not decode:
+        return ImageFacts(fmt, shape)
+    if fmt == "jpeg":
+        try:
+            require_simplejpeg().decode_jpeg(data, "GRAY" if shape[2] == 1 else "BGR")
+        except ValueError as exc:  # strict mode: any libjpeg warning or error
+            return ImageFacts(fmt, shape, "truncated" if truncation(data) else "corrupt", f"libjpeg-turbo: {exc}")
+        return ImageFacts(fmt, shape)
+    if fmt == "png" and truncation(data):
+        return ImageFacts(fmt, shape, "truncated", "PNG ends before its IEND chunk")
+    pixels = opencv().imdecode(np.frombuffer(data, np.uint8), -1)
+    if pixels is None:
+        return ImageFacts(fmt, shape, "corrupt", f"OpenCV cannot decode these {len(data)} bytes")
+    height, width = pixels.shape[:2]
+    return ImageFacts(fmt, (height, width, 1 if pixels.ndim == 2 else pixels.shape[2]))

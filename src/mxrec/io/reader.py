@@ -1,0 +1,250 @@
+"""The fast reader: random access to the records of a local ``.rec`` file.
+
+:class:`RecordReader` maps the file into memory once and serves records by
+position (``reader[i]``) or by key (``reader.read_key(k)``) straight from the
+mapping: one copy per record (or none, with :meth:`RecordReader.view`), no
+seek, no file position. Having no position, it is safe to share between
+threads, and a forked child can go on using the mapping it inherited. Pickled,
+it carries only its path and index, and maps the file again on first use in the
+receiving process, so it works in ``DataLoader`` workers under fork and spawn.
+
+The record offsets come from the ``.idx`` beside the file when there is one, or
+else from one scan of the file (:func:`mxrec.format.framing.record_offsets`). Keys are
+the ``.idx`` keys, or the record positions ``0..n-1`` after a scan. ``.idx``
+offsets outside the file are rejected on open; whether an offset really starts
+a record is checked when that record is read (its part header is parsed anyway),
+so opening costs no pass over the data. ``mxrec verify`` checks every offset.
+"""
+
+from __future__ import annotations
+
+import array
+import mmap
+import os
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+import numpy as np
+
+from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
+from mxrec.format import framing
+from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
+from mxrec.format.idx import Index, KeyType
+from mxrec.io.index import read_index, resolve_index
+from mxrec.io.mapping import map_file, release
+
+_unpack_part_header = framing.PART_HEADER.unpack_from
+_MAGIC = framing.MAGIC
+_FULL_LIMIT = framing.FULL_LIMIT
+_ITER_BLOCK = 4096  # records whose headers iteration reads at once
+
+
+def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
+                       index_path: str | None) -> None:
+    """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
+    bad = (offsets < 0) | (offsets + framing.PART_HEADER_SIZE > size) | (offsets % 4 != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        off = int(offsets[i])
+        why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
+        raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
+
+
+class RecordReader:
+    """Random access to the records of a local ``.rec`` file.
+
+    ``index``: ``None`` uses the ``.idx`` beside the file if it exists and scans
+    otherwise; a path uses that ``.idx``; ``False`` always scans. ``key_type``
+    converts ``.idx`` keys (``int`` by default, ``str`` for string keys).
+    ``duplicates``: ``"error"`` (default) rejects an ``.idx`` with a repeated
+    key; ``"last"`` keeps MXNet's rule (the last line wins for key look-ups).
+    ``strict``: when ``False``, a scan that meets damaged framing skips over
+    the damage (resync rule), keeps every intact record, and stores the first
+    fault in :attr:`damage` instead of raising.
+
+    ``reader[i]`` is the record at position ``i`` (``.idx`` order, or file
+    order after a scan); ``len(reader)`` counts records; iterating yields every
+    payload in position order.
+    """
+
+    def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
+                 key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error",
+                 strict: bool = True) -> None:
+        self.path = os.fspath(path)
+        if duplicates not in ("error", "last"):
+            raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
+        self.index_path: str | None = None if isinstance(index, bool) else resolve_index(self.path, index)
+        self.key_type = key_type
+        self.duplicates = duplicates
+        self.strict = strict
+        self.damage: RecordFormatError | None = None
+        self._closed = False
+        self._buf: mmap.mmap | bytes | None = map_file(self.path)
+        try:
+            if self.index_path is not None:
+                parsed = read_index(self.index_path, key_type, allow_duplicates=duplicates == "last")
+                check_offset_range(parsed.offsets, parsed.keys, len(self._buf), self.path, self.index_path)
+            else:
+                parsed = self._scan()
+        except BaseException:
+            self.close()
+            raise
+        self.keys: list = parsed.keys
+        self.offsets: np.ndarray = parsed.offsets
+        count = len(parsed.keys)
+        self._keys_are_positions = parsed.increasing and (
+            not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
+        self._positions: dict | None = None
+        self._table = array.array("q", parsed.offsets.tobytes())
+
+    def _scan(self) -> Index:
+        try:
+            offsets = framing.record_offsets(self._buf, path=self.path)
+        except RecordFormatError as exc:
+            if self.strict:
+                raise
+            spans, faults = framing.salvage_spans(self._buf, self.path)
+            self.damage = faults[0] if faults else exc
+            offsets = [span.offset for span in spans]
+        return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), increasing=True)
+
+    # -- state -------------------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_buf"] = state["_positions"] = None
+        del state["_table"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._table = array.array("q", self.offsets.tobytes())
+
+    def _buffer(self) -> mmap.mmap | bytes:
+        """The mapping, made on first use after unpickling."""
+        if self._buf is None:
+            if self._closed:
+                raise ClosedFileError(f"{self.path}: reader is closed")
+            self._buf = map_file(self.path)
+        return self._buf
+
+    def close(self) -> None:
+        """Release the mapping. Idempotent. Reading afterwards raises :class:`ClosedFileError`."""
+        release(self._buf)
+        self._buf = None
+        self._closed = True
+
+    def __enter__(self) -> RecordReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        release(self.__dict__.get("_buf"))
+
+    # -- reading -----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __getitem__(self, position: int) -> bytes:
+        buf = self._buf if self._buf is not None else self._buffer()
+        offset = self._table[position]
+        magic, lrec = _unpack_part_header(buf, offset)
+        if magic == _MAGIC and lrec < _FULL_LIMIT:
+            start = offset + 8
+            end = start + lrec
+            if end + (-lrec & 3) <= len(buf):
+                return buf[start:end]
+        return self._decode(buf, position)
+
+    read = __getitem__
+
+    def _decode(self, buf: mmap.mmap | bytes, position: int) -> bytes:
+        """The record at ``position`` the careful way: multi-part records, and errors that name the key."""
+        offset = self._table[position]
+        try:
+            return framing.decode_record(buf, offset, self.path)[0]
+        except RecordFormatError as exc:
+            if self.index_path is not None and not framing.is_record_start(buf, offset):
+                raise IndexFileError(
+                    self.index_path, f"key {self.keys[position]!r}: offset {offset} is not the start of a "
+                    f"record in {self.path}: {exc.reason}", key=self.keys[position]) from None
+            raise
+
+    def view(self, position: int) -> memoryview:
+        """The record at ``position`` without a copy (a copy only for multi-part records).
+
+        The view points into the file mapping: keep the reader open while you use it.
+        """
+        buf = self._buf if self._buf is not None else self._buffer()
+        offset = self._table[position]
+        magic, lrec = _unpack_part_header(buf, offset)
+        if magic == _MAGIC and lrec < _FULL_LIMIT and offset + 8 + lrec + (-lrec & 3) <= len(buf):
+            return memoryview(buf)[offset + 8:offset + 8 + lrec]
+        return memoryview(self._decode(buf, position))
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = self._buffer()
+        size = len(buf)
+        words = np.frombuffer(buf, dtype="<u4", count=size // 4) if size else np.empty(0, np.uint32)
+        try:
+            # Part headers are read a block at a time with numpy; the loop only slices.
+            for first in range(0, len(self.offsets), _ITER_BLOCK):
+                offsets = self.offsets[first:first + _ITER_BLOCK]
+                at = offsets // 4
+                lrec = words[at + 1].astype(np.int64)
+                ends = offsets + 8 + lrec
+                whole = (words[at] == _MAGIC) & (lrec < _FULL_LIMIT) & (ends + (-lrec & 3) <= size)
+                for position, (start, end, ok) in enumerate(
+                        zip((offsets + 8).tolist(), ends.tolist(), whole.tolist(), strict=True), first):
+                    yield buf[start:end] if ok else self._decode(buf, position)
+        finally:
+            del words
+
+    def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The records at ``positions``, in that order."""
+        read = self.__getitem__
+        return [read(p) for p in np.asarray(positions, dtype=np.int64).tolist()]
+
+    def position(self, key: object) -> int:
+        """Position of the record with ``key`` (the last one when duplicates are allowed)."""
+        if self._keys_are_positions and type(key) is int and 0 <= key < len(self._table):
+            return key
+        positions = self._positions
+        if positions is None:
+            positions = self._positions = {k: i for i, k in enumerate(self.keys)}
+        try:
+            return positions[key]
+        except (KeyError, TypeError):
+            raise RecordKeyError(self.index_path or self.path, key) from None
+
+    def read_key(self, key: object) -> bytes:
+        """The record stored under ``key``."""
+        return self[self.position(key)]
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self.position(key)
+        except RecordKeyError:
+            return False
+        return True
+
+    def header(self, position: int) -> IRHeader:
+        """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
+        view = self.view(position)
+        try:
+            flag = int.from_bytes(view[:4], "little") if len(view) >= 4 else 0
+            return unpack_header(bytes(view[:IRHEADER_SIZE + 4 * flag]))[0]
+        except HeaderError as exc:
+            raise HeaderError(f"{self.path}: record {self.keys[position]!r}: {exc}") from None
+        finally:
+            view.release()
+
+    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
+        """``(IRHeader, rest)`` of the record at ``position``."""
+        return unpack(self[position])
+
+    def __repr__(self) -> str:
+        return f"RecordReader({self.path!r}, {len(self)} records, index={self.index_path!r})"

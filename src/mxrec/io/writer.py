@@ -1,0 +1,269 @@
+"""The writer: appends records to a ``.rec`` file and, optionally, lines to its ``.idx``.
+
+Guarantees:
+
+* The ``.idx`` never points past the data. Index lines are held back until the
+  ``.rec`` bytes they point at have been flushed to the operating system, so a
+  crash leaves at worst records that the ``.idx`` does not list yet.
+* With ``atomic=True`` both files are written under ``<name>.partial`` and
+  renamed into place only by a successful :meth:`RecordWriter.close`; an
+  exception inside ``with`` (or Ctrl-C) removes the partial files, so nothing
+  that looks finished is ever left half-written.
+* A writer belongs to the process that opened it; using it in a forked child
+  raises :class:`~mxrec.errors.ForkedWriterError` instead of interleaving bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import BinaryIO, TextIO
+
+import numpy as np
+
+from mxrec.errors import ClosedFileError, ForkedWriterError
+from mxrec.format import framing
+from mxrec.format.idx import KeyType, format_index_line, index_path_for
+from mxrec.io.atomic import PartialFile
+
+_FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
+_SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise
+_search_magic = framing.search_magic
+_MAGIC_WORD = framing.MAGIC
+_pack_header = framing.PART_HEADER.pack
+
+# How many forks lie between the first process and this one. A writer records it
+# when opened; a mismatch on write means it was inherited through fork. (Cheaper
+# than asking for the process id on every write.)
+_forks_seen = [0]
+os.register_at_fork(after_in_child=lambda: _forks_seen.__setitem__(0, _forks_seen[0] + 1))
+_PADDING = framing.PADDING
+_join = b"".join
+_GROUP = 64  # small records framed and checked together by write_batch (~64 KB: heap memory, reused)
+
+
+class RecordWriter:
+    """Write records to ``path``; with ``index`` also write ``key\\toffset`` lines to an ``.idx``.
+
+    ``index``: ``True`` writes the conventional ``.idx`` beside the ``.rec``; a
+    path writes that file; ``False``/``None`` writes none. Keys default to the
+    record's position (0, 1, ...). ``key_type`` converts keys before they are
+    written (MXNet's ``key_type``).
+    """
+
+    def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
+                 key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20) -> None:
+        self.path = os.fspath(path)
+        if index is True:
+            index = index_path_for(self.path)
+        self.index_path: str | None = os.fspath(index) if index else None
+        self.key_type = key_type
+        self.atomic = atomic
+        self._pid = os.getpid()
+        self._forks = _forks_seen[0]
+        self._position = 0
+        self._count = 0
+        # Index entries not yet written: keys and offsets, formatted in bulk by flush().
+        self._pending_keys: list = []
+        self._pending_offsets: list[int] = []
+        # With ``atomic``, each output is written under its partial name and committed by close().
+        outputs = [self.path] if self.index_path is None else [self.path, self.index_path]
+        self._partials = [PartialFile(target) for target in outputs] if atomic else []
+        rec_target = self._partials[0].path if atomic else self.path
+        self._rec: BinaryIO | None = open(rec_target, "wb", buffering=buffer_size)
+        self._idx: TextIO | None = None
+        if self.index_path is not None:
+            try:
+                self._idx = open(self._partials[1].path if atomic else self.index_path, "w", encoding="utf-8",
+                                 newline="")
+            except BaseException:
+                self._rec.close()
+                raise
+
+    @property
+    def closed(self) -> bool:
+        return self._rec is None
+
+    def tell(self) -> int:
+        """Byte offset at which the next record will start."""
+        return self._position
+
+    def __len__(self) -> int:
+        """Records written so far."""
+        return self._count
+
+    def _writable(self) -> BinaryIO:
+        """The open ``.rec`` file; raises if the writer is closed or was inherited through ``fork``."""
+        rec = self._rec
+        if rec is None:
+            raise ClosedFileError(f"{self.path}: writer is closed")
+        if self._forks != _forks_seen[0]:
+            raise ForkedWriterError(
+                f"{self.path}: writer opened in process {self._pid} used in process {os.getpid()}; "
+                "open a new writer in each process")
+        return rec
+
+    def write(self, payload: bytes | bytearray | memoryview, key: object = None, *,
+              indexed: bool = True) -> int:
+        """Append one record; return the offset of its first part.
+
+        With an index, the record is listed under ``key`` (default: its position),
+        unless ``indexed`` is false.
+        """
+        rec = self._rec
+        if rec is None or self._forks != _forks_seen[0]:
+            rec = self._writable()  # raises
+        if type(payload) is not bytes and not isinstance(payload, bytearray):
+            payload = bytes(payload)
+        offset = self._position
+        length = len(payload)
+        if length < _SMALL_RECORD and _search_magic(payload) is None:
+            rec.write(_pack_header(_MAGIC_WORD, length) + payload + _PADDING[-length & 3])
+            self._position = offset + 8 + length + (-length & 3)
+        else:
+            self._position = offset + _write_parts(rec, payload)
+        if indexed and self._idx is not None:
+            self._pending_keys.append(self._count if key is None else self.key_type(key))
+            self._pending_offsets.append(offset)
+            if len(self._pending_offsets) >= _FLUSH_INDEX_EVERY:
+                self.flush()
+        self._count += 1
+        return offset
+
+    def write_batch(self, payloads: Iterable[bytes | bytearray | memoryview], keys: Iterable[object] | None = None,
+                    *, indexed: bool = True) -> list[int]:
+        """Append several records; return their offsets. Faster than :meth:`write` in a loop.
+
+        ``keys`` (default: the records' positions) list them in the index. If a
+        payload is rejected, the records before it stay written and listed.
+        """
+        rec = self._writable()
+        offsets: list[int] = []
+        group: list = []  # small payloads framed and written together
+        try:
+            for payload in payloads:
+                if type(payload) is not bytes and not isinstance(payload, bytearray):
+                    payload = bytes(payload)
+                if len(payload) < _SMALL_RECORD:
+                    group.append(payload)
+                    if len(group) < _GROUP:
+                        continue
+                full, group = group, []
+                self._write_group(rec, full, offsets)
+                if len(payload) >= _SMALL_RECORD:
+                    written = _write_parts(rec, payload)  # may reject the payload: list it only once written
+                    offsets.append(self._position)
+                    self._position += written
+        finally:
+            if group:  # the records before a rejected one are still written
+                self._write_group(rec, group, offsets)
+            if indexed and self._idx is not None and offsets:
+                if keys is None:
+                    self._pending_keys.extend(range(self._count, self._count + len(offsets)))
+                else:
+                    self._pending_keys.extend(self.key_type(k) for k, _ in zip(keys, offsets, strict=False))
+                self._pending_offsets.extend(offsets)
+            self._count += len(offsets)
+            if len(self._pending_offsets) >= _FLUSH_INDEX_EVERY:
+                self.flush()
+        return offsets
+
+    def _write_group(self, rec: BinaryIO, group: list, offsets: list[int]) -> None:
+        """Write small payloads with one call, framed as single parts unless one holds an aligned magic."""
+        position = self._position
+        starts = []
+        parts: list = []
+        for payload in group:
+            length = len(payload)
+            starts.append(position)
+            parts += (_pack_header(_MAGIC_WORD, length), payload, _PADDING[-length & 3])
+            position += 8 + length + (-length & 3)
+        data = _join(parts)
+        # Every part starts 4-aligned, so a payload's aligned offsets are aligned in ``data`` too:
+        # if the only aligned magics are the part headers', no payload needs splitting.
+        words = np.frombuffer(data, dtype="<u4")
+        if np.count_nonzero(words == _MAGIC_WORD) == len(group):
+            rec.write(data)
+            self._position = position
+            offsets.extend(starts)
+            return
+        for payload in group:
+            offsets.append(self._position)
+            self._position += _write_parts(rec, payload)
+
+    def flush(self) -> None:
+        """Push written records, then the index lines that point at them, to the operating system."""
+        if self._rec is None:
+            return
+        self._rec.flush()
+        if self._idx is not None and self._pending_offsets:
+            self._idx.write(_format_entries(self._pending_keys, self._pending_offsets, self.key_type))
+            self._pending_keys.clear()
+            self._pending_offsets.clear()
+            self._idx.flush()
+
+    def close(self) -> None:
+        """Flush and close; with ``atomic=True`` move the finished files into place. Idempotent."""
+        if self._rec is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._close_files()
+        for output in self._partials:  # the .rec first: an .idx never appears before its data
+            output.commit()
+
+    def abort(self) -> None:
+        """Close without finishing: with ``atomic=True`` the partial files are removed."""
+        if self._rec is None:
+            return
+        self._close_files()
+        for output in self._partials:
+            output.discard()
+
+    def _close_files(self) -> None:
+        rec, idx = self._rec, self._idx
+        self._rec = self._idx = None
+        try:
+            rec.close()
+        finally:
+            if idx is not None:
+                idx.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None and self.atomic:
+            self.abort()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        # An atomic writer that was never closed did not finish: leave no partial files behind.
+        if self.__dict__.get("_rec") is not None and self._forks == _forks_seen[0]:
+            if self.atomic:
+                self.abort()
+            else:
+                self.close()
+
+    def __repr__(self) -> str:
+        return f"RecordWriter({self.path!r}, {self._count} records, index={self.index_path!r})"
+
+
+def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
+    """Write a large or magic-holding payload part by part; return the bytes written."""
+    chunks = framing.record_chunks(payload)
+    for chunk in chunks:
+        rec.write(chunk)
+    return sum(len(c) for c in chunks)
+
+
+def _format_entries(keys: list, offsets: list[int], key_type: KeyType) -> str:
+    """``.idx`` lines for ``keys`` at ``offsets``; integer keys in one bulk %-format (no per-line call)."""
+    if key_type is int:
+        flat: list[int] = [0] * (2 * len(keys))
+        flat[0::2] = keys
+        flat[1::2] = offsets
+        return ("%d\t%d\n" * len(keys)) % tuple(flat)
+    return "".join(map(format_index_line, keys, offsets))

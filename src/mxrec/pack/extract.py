@@ -1,0 +1,131 @@
+"""Getting the images back out of a ``.rec``: one file per record, and a ``.lst`` that can pack them again.
+
+For each record (in ``.idx`` order, or file order without one), the bytes
+after its ``IRHeader`` are written unchanged to a file named after the
+record id, with the extension of the image format they hold (``.jpg``,
+``.png``, ``.gif``, ``.bmp``, ``.tif``, ``.webp``; ``.bin`` when they are not a
+known image). Layout in ``OUT_DIR``:
+
+* by default, ``<label>/<id>.<ext>`` for records with one (scalar) label; the
+  folder is the label as a number (``3``, ``0.5``) or, given label names (a
+  ``.labels`` file from :mod:`mxrec.pack.make_lists`), the label's name;
+* records with a label array (``flag > 0``) and, with ``flat``, all records go
+  straight into ``OUT_DIR`` as ``<id>.<ext>``.
+
+Either way ``OUT_DIR/<name>.lst`` lists every file written, in record order,
+with the record id as index and the record's label(s) (in full where six
+decimals would lose float32 precision): packing it again with
+``mxrec pack --pass-through`` (and ``--pack-label`` for label arrays) gives
+the same records. When two records share an id, the later file is named
+``<id>_<position>.<ext>`` (the ``.lst`` then repeats the index, which
+``mxrec pack`` refuses: such a dataset has no unique keys to rebuild).
+
+Nothing is ever written outside ``OUT_DIR``: file names are made from numbers
+only, label names are checked part by part (no ``..``, no absolute paths),
+every folder is checked after it is made (a symbolic link in ``OUT_DIR``
+pointing elsewhere is refused), and files are opened without following
+symbolic links.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mxrec.errors import HeaderError, UnsafePathError
+from mxrec.format.header import IRHeader, label_array, unpack_header
+from mxrec.format.lst import ListEntry, check_list_path
+from mxrec.image.signatures import image_extension
+from mxrec.io.lists import write_list
+from mxrec.io.reader import RecordReader
+
+UNKNOWN_EXTENSION = ".bin"
+
+
+def label_folder(label: float, label_names: dict[int, str] | None = None) -> str:
+    """The folder (relative to ``OUT_DIR``) for records with scalar ``label``."""
+    value = float(np.float32(label))
+    if label_names and value.is_integer() and int(value) in label_names:
+        name = label_names[int(value)]
+        parts = name.replace("\\", "/").split("/")
+        if os.path.isabs(name) or any(part in ("", ".", "..") or "\0" in part for part in parts) \
+                or check_list_path(name) is not None:
+            raise UnsafePathError(f"label {int(value)}: name {name!r} cannot be a folder inside the output")
+        return os.path.join(*parts)
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(np.float32(label))  # shortest text of the float32 value: 0.1, -1e+30, nan, inf
+
+
+@dataclass
+class ExtractResult:
+    """What :func:`extract_records` wrote."""
+
+    out_dir: str
+    lst_path: str
+    files: int = 0
+    skipped: list[tuple[int, object, str]] = field(default_factory=list)  # (position, key, reason)
+
+
+def _inside(real_root: str, path: str) -> bool:
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _write_file(real_root: str, relpath: str, data: bytes | memoryview) -> None:
+    """Write ``data`` to ``real_root/relpath``, refusing any route that leaves ``real_root``."""
+    target = os.path.join(real_root, relpath)
+    folder = os.path.dirname(target)
+    if not _inside(real_root, target) or not _inside(real_root, folder):
+        raise UnsafePathError(f"{relpath!r} leads outside the output folder {real_root!r}")
+    os.makedirs(folder, exist_ok=True)
+    if not _inside(real_root, folder):
+        raise UnsafePathError(f"folder {folder!r} leads outside the output folder {real_root!r}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(target, flags, 0o644)
+    with open(fd, "wb") as f:
+        f.write(data)
+
+
+def _labels(header: IRHeader) -> tuple[float, ...]:
+    return tuple(float(v) for v in label_array(header))
+
+
+def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+                    idx_path: str | os.PathLike | None = None, flat: bool = False,
+                    label_names: dict[int, str] | None = None) -> ExtractResult:
+    """Write every record of ``rec_path`` as a file under ``out_dir``, plus ``out_dir/<name>.lst``.
+
+    A record too short for its ``IRHeader`` is skipped and listed in
+    :attr:`ExtractResult.skipped`.
+    """
+    rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    real_root = os.path.realpath(out_dir)
+    stem = os.path.splitext(os.path.basename(rec_path))[0]
+    result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
+    entries: list[ListEntry] = []
+    used: set[str] = set()
+    with RecordReader(rec_path, index=idx_path) as reader:
+        for position in range(len(reader)):
+            record = reader[position]
+            try:
+                header, start = unpack_header(record)
+            except HeaderError as exc:
+                result.skipped.append((position, reader.keys[position], str(exc)))
+                continue
+            body = memoryview(record)[start:]
+            name = str(header.id)
+            if name in used:
+                name = f"{header.id}_{position}"
+            used.add(name)
+            name += image_extension(body) or UNKNOWN_EXTENSION
+            folder = "" if flat or header.flag > 0 else label_folder(header.label, label_names)
+            relpath = os.path.join(folder, name)
+            _write_file(real_root, relpath, body)
+            entries.append(ListEntry(header.id, _labels(header), relpath.replace(os.sep, "/")))
+    write_list(result.lst_path, entries, exact=True)
+    result.files = len(entries)
+    return result

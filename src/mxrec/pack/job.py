@@ -1,0 +1,243 @@
+"""The pack job: a ``.lst`` and its image folder turned into a ``.rec``/``.idx`` (im2rec's pack mode).
+
+For each ``.lst`` entry, in ``.lst`` order, the image file ``ROOT/path`` goes
+through an :class:`~mxrec.pack.prepare.ImageTransform` and is stored as one
+record: ``IRHeader(flag, label, id=.lst index, id2=0)`` followed by the image
+bytes; the ``.idx`` key is the ``.lst`` index. The label is the entry's first
+label, or, with ``pack_label`` and more than one label, all of them as a
+float32 array (im2rec's ``--pack-label``; a single label stays a scalar).
+
+Compared with im2rec:
+
+* Records are always in ``.lst`` order, with any number of workers.
+* An image that cannot be read, decoded or encoded is skipped, reported
+  (path and reason, see :class:`SkippedImage`) and counted; im2rec printed a
+  traceback, and in single-process mode wrote the *previous* image again under
+  the failed image's key. With ``strict`` the first skip stops the job.
+* The ``.lst`` is checked before any image is read: a malformed line, an
+  index outside ``0 .. 2**64-1``, an index used twice (im2rec wrote both, so
+  the ``.idx`` had a duplicate key) or a path that leads outside the image root
+  (absolute, or climbing out with ``..``) is an error naming the line.
+* Output goes to ``<name>.partial`` files renamed into place at the end, so an
+  interrupted or failed job leaves nothing that looks finished. Ctrl-C stops
+  the worker threads (each finishes the image in hand) and removes the
+  partial files.
+* Optional sharding (:mod:`mxrec.io.shards`); progress and skipped images
+  are reported through callbacks (the command line draws the bar).
+
+Workers (``workers > 1``, im2rec's ``--num-thread``) are threads of this
+process, each reading, decoding and encoding whole images, a few at a time,
+while the calling thread writes the records in ``.lst`` order. OpenCV and
+simplejpeg release the GIL for all their work, so threads use every core the
+way im2rec's worker processes do, without starting processes or copying each
+image through a pipe; OpenCV's own thread pool is held to one thread meanwhile
+so that it does not compete with the workers. Pass-through is I/O-bound and
+is always done in the calling thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from mxrec.errors import ListFileError, MxrecError, PackError, UnsafePathError
+from mxrec.format.header import IRHeader, pack
+from mxrec.format.lst import ListEntry, resolve_list_path
+from mxrec.image.codec import opencv
+from mxrec.io.lists import iter_numbered_list
+from mxrec.io.shards import ShardedWriter, ShardLimit
+from mxrec.io.writer import RecordWriter
+from mxrec.pack.prepare import ImageTransform
+
+_MAX_ID = 2**64 - 1
+Outcome = tuple[bytes | None, str | None]  # an image's record payload, or None and why it was skipped
+_IMAGES_PER_TASK = 8  # per hand-off to a thread: a hand-off costs about as much as 1/20 of an image
+_TASKS_PER_WORKER = 3  # queued or running per thread: none waits for work while the writer catches up
+
+
+@dataclass(frozen=True)
+class SkippedImage:
+    """An image left out of the output: its ``.lst`` index and path, and why (a message naming the file)."""
+
+    index: int
+    path: str
+    reason: str
+
+
+@dataclass
+class PackResult:
+    """What one pack job wrote."""
+
+    lst_path: str
+    outputs: list[tuple[str, str]]  # (rec, idx) of each file (one, or one per shard)
+    records: int = 0
+    skipped: list[SkippedImage] = field(default_factory=list)
+
+
+def record_label(labels: Sequence[float], pack_label: bool) -> float | tuple[float, ...]:
+    """The ``IRHeader`` label im2rec stores: all labels with ``pack_label`` when there are several, else the first."""
+    if pack_label and len(labels) > 1:
+        return tuple(labels)
+    return labels[0]
+
+
+def read_pack_list(lst_path: str | os.PathLike) -> list[ListEntry]:
+    """The entries of ``lst_path``, checked for what would break a pack (indices, unsafe paths)."""
+    lst_path = os.fspath(lst_path)
+    entries = []
+    first_line: dict[int, int] = {}
+    for number, entry in iter_numbered_list(lst_path):
+        if not 0 <= entry.index <= _MAX_ID:
+            raise ListFileError(lst_path, number, f"index {entry.index} is not a record id (0 .. 2**64-1)")
+        if entry.index in first_line:
+            raise ListFileError(lst_path, number,
+                                f"index {entry.index} is already used on line {first_line[entry.index]}")
+        first_line[entry.index] = number
+        try:
+            resolve_list_path(".", entry.path)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{lst_path}: line {number}: {exc}") from None
+        entries.append(entry)
+    return entries
+
+
+def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTransform,
+                 pack_label: bool = False) -> bytes:
+    """The record payload for one ``.lst`` entry: ``IRHeader`` + the transformed image file."""
+    path = resolve_list_path(root, entry.path)
+    with open(path, "rb") as f:
+        data = f.read()
+    body = transform.apply(data, what=path)
+    return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
+
+
+def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pack_label: bool) -> Outcome:
+    """:func:`image_record`, or ``(None, why)`` for an image that must be skipped (``why`` names the file)."""
+    try:
+        return image_record(entry, root, transform, pack_label), None
+    except (OSError, MxrecError) as exc:
+        return None, str(exc)
+    except Exception as exc:  # OpenCV's own errors: one bad image must not stop the job
+        return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
+
+
+@contextlib.contextmanager
+def _opencv_single_threaded() -> Iterator[None]:
+    """Run OpenCV single-threaded inside the block, then restore its thread count.
+
+    The workers already keep the cores busy; OpenCV splitting a resize over
+    its own pool of one thread per core as well would run more threads than
+    cores. (Safe here, in the process that owns the pool; changing it in
+    forked children hung.)
+    """
+    cv2 = opencv()
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        cv2.setNumThreads(threads)
+
+
+def _outcomes(job: Callable[[ListEntry], Outcome], entries: Sequence[ListEntry]) -> list[Outcome]:
+    return [job(entry) for entry in entries]
+
+
+def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pack_label: bool,
+             workers: int) -> Iterator[Outcome]:
+    """``(payload, reason)`` for each entry, in order, from ``workers`` threads (or this one).
+
+    Each thread task handles ``_IMAGES_PER_TASK`` consecutive entries, and at
+    most ``workers * _TASKS_PER_WORKER`` tasks are queued or running, so the
+    images held in memory stay few however long the list. Closing the
+    generator (Ctrl-C, an error, ``strict``) cancels the tasks not started and
+    waits for those running, a few images each.
+    """
+    job = functools.partial(_record_or_reason, root=root, transform=transform, pack_label=pack_label)
+    if workers <= 1 or transform.pass_through or len(entries) < 2:
+        yield from map(job, entries)
+        return
+    tasks = (entries[start:start + _IMAGES_PER_TASK] for start in range(0, len(entries), _IMAGES_PER_TASK))
+    with _opencv_single_threaded(), ThreadPoolExecutor(workers, thread_name_prefix="mxrec-pack") as pool:
+        pending: deque[Future[list[Outcome]]] = deque()
+        try:
+            for task in tasks:
+                pending.append(pool.submit(_outcomes, job, task))
+                if len(pending) >= workers * _TASKS_PER_WORKER:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: str | os.PathLike | None = None,
+              transform: ImageTransform | None = None, *, workers: int = 1, pack_label: bool = False,
+              strict: bool = False, shard_limit: ShardLimit | None = None,
+              progress: Callable[[int, int], None] | None = None,
+              on_skip: Callable[[SkippedImage], None] | None = None) -> PackResult:
+    """Pack the images listed in ``lst_path`` (relative to ``root``) into ``rec_path`` and its ``.idx``.
+
+    ``rec_path`` defaults to the ``.lst`` path with ``.rec``. ``progress(done,
+    total)`` is called as images are done and ``on_skip(skipped)`` for each
+    image left out. Raises :class:`PackError` with ``strict`` on the first
+    image that has to be skipped; the partial output is then removed.
+    """
+    lst_path, root = os.fspath(lst_path), os.fspath(root)
+    rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
+    transform = transform if transform is not None else ImageTransform()
+    entries = read_pack_list(lst_path)
+    result = PackResult(lst_path, [])
+    writer: RecordWriter | ShardedWriter
+    if shard_limit is not None:
+        writer = ShardedWriter(rec_path, shard_limit)
+    else:
+        writer = RecordWriter(rec_path, index=True, atomic=True)
+    results = _results(entries, root, transform, pack_label, workers)
+    with writer, contextlib.closing(results):  # closing stops the workers on any error or Ctrl-C
+        for done, (entry, (payload, reason)) in enumerate(zip(entries, results, strict=True), 1):
+            if payload is None:
+                skipped = SkippedImage(entry.index, entry.path, reason or "unknown error")
+                if strict:
+                    raise PackError(f"{lst_path}: index {entry.index}: {skipped.reason}; "
+                                    "stopping (strict), no output written")
+                result.skipped.append(skipped)
+                if on_skip is not None:
+                    on_skip(skipped)
+            else:
+                writer.write(payload, key=entry.index)
+            if progress is not None:
+                progress(done, len(entries))
+        result.records = len(writer)
+    result.outputs = writer.paths if isinstance(writer, ShardedWriter) else [(writer.path, writer.index_path)]
+    return result
+
+
+def find_prefix_lists(prefix: str | os.PathLike) -> list[str]:
+    """Every ``.lst`` im2rec would pack for ``prefix``, sorted; raises :class:`PackError` when there is none.
+
+    im2rec's rule: the folder is ``prefix`` itself when it is a directory,
+    else its parent; every file there whose absolute path starts with the
+    absolute ``prefix`` and ends with ``.lst`` is packed.
+    """
+    prefix = os.path.abspath(prefix)
+    folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+    lists = sorted(path for path in (os.path.join(folder, name) for name in os.listdir(folder))
+                   if path.startswith(prefix) and path.endswith(".lst") and os.path.isfile(path))
+    if not lists:
+        raise PackError(f"no .lst file starts with the prefix {prefix!r}")
+    return lists
+
+
+def pack_prefix(prefix: str | os.PathLike, root: str | os.PathLike, transform: ImageTransform | None = None,
+                **options: object) -> list[PackResult]:
+    """Pack every ``.lst`` matching ``prefix`` (see :func:`find_prefix_lists`), each beside its ``.lst``.
+
+    ``options`` are those of :func:`pack_list`.
+    """
+    return [pack_list(lst, root, None, transform, **options) for lst in find_prefix_lists(prefix)]

@@ -1,0 +1,241 @@
+"""Making image lists: a folder of images, or a CSV of ``path,label`` rows, turned into ``.lst`` files.
+
+This is ``tools/im2rec.py --list``, reproduced line for line:
+
+* **Walking.** Without ``recursive``, the image files directly in the root,
+  in sorted name order, all with label 0. With ``recursive``, ``os.walk``
+  (following symbolic links) with directory and file names sorted at each
+  level; each directory that holds at least one image gets the next label
+  (0, 1, ...) when its first image is met. An image is a regular file whose
+  extension, lower-cased, is one of ``exts``. Entries are numbered 0, 1, ...
+  in walk order; that number is the ``.lst`` index.
+* **Shuffling.** Python's ``random`` seeded with ``seed`` (im2rec: always 100)
+  and ``shuffle`` on the whole list, so the same folder gives the same
+  ``.lst`` as im2rec, byte for byte.
+* **Splitting.** The list is cut into ``chunks`` pieces of
+  ``ceil(n / chunks)`` entries (the last shorter). Within a chunk of the
+  nominal size ``c``: the first ``int(c * test_ratio)`` entries go to
+  ``_test``, the next ``int(c * train_ratio)`` to ``_train``, the rest to
+  ``_val`` (written only when ``train_ratio + test_ratio < 1``). With
+  ``train_ratio == 1`` the chunk is one plain ``.lst``. Files are named
+  ``PREFIX[_CHUNK][_test|_val|_train].lst``.
+
+Differences from im2rec, all where it misbehaves: ``exts`` match
+case-insensitively on both sides (im2rec lower-cases only the file's
+extension, so ``--exts .JPG`` matched nothing); a symbolic link that loops
+back to one of its own ancestors is not followed (im2rec walked forever); a
+file name that the ``.lst`` format cannot hold (tab, line break, surrounding
+spaces) is an error instead of a corrupt list; and the label of each
+directory is saved to ``PREFIX.labels`` (im2rec only printed it).
+
+The label file (``PREFIX.labels``, see :mod:`mxrec.format.lst`) names each
+label: the directory relative to the root (``.`` for the root itself), or the
+class name of a CSV.
+
+CSV input (:func:`read_labelled_csv`): rows of ``path,label[,label...]``
+(comma-separated, or tab-separated for ``.tsv`` files or when the first line
+holds a tab), paths relative to the image root. An optional first row whose
+first cell is ``path``, ``file``, ``filename`` or ``image`` is a header.
+When every label is a number the numbers are used as they are; otherwise
+every label is a class name, and the names, sorted, get the labels 0, 1, ...
+Rows are numbered 0, 1, ... in file order before shuffling.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
+from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
+from mxrec.io.lists import label_names_path, write_label_names, write_list
+
+DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
+DEFAULT_SEED = 100  # the seed im2rec always uses
+CSV_HEADER_NAMES = frozenset({"path", "file", "filename", "image"})
+
+
+@dataclass(frozen=True)
+class ImageList:
+    """Entries (in ``.lst`` index order) and the name of each label."""
+
+    entries: list[ListEntry]
+    label_names: dict[int, str]
+
+
+# -- walking a folder ------------------------------------------------------
+
+def _is_image(name: str, exts: frozenset[str]) -> bool:
+    return os.path.splitext(name)[1].lower() in exts
+
+
+def _checked_path(relpath: str, where: str) -> str:
+    problem = check_list_path(relpath)
+    if problem is not None:
+        raise ListFileError(where, None, f"{problem}; rename the file to list it")
+    return relpath
+
+
+def _loops_back(parent: str, child: str) -> bool:
+    """Whether directory ``child`` of ``parent`` is (a link to) ``parent`` or one of its ancestors."""
+    real_parent, real_child = os.path.realpath(parent), os.path.realpath(child)
+    return real_parent == real_child or real_parent.startswith(real_child.rstrip(os.sep) + os.sep)
+
+
+def walk_images(root: str | os.PathLike, recursive: bool = False,
+                exts: Iterable[str] = DEFAULT_EXTS) -> ImageList:
+    """The images under ``root`` with im2rec's indices and labels (not shuffled)."""
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise MxrecError(f"{root}: not a directory")
+    wanted = frozenset(ext.lower() for ext in exts)
+    entries: list[ListEntry] = []
+    if not recursive:
+        for name in sorted(os.listdir(root)):
+            full = os.path.join(root, name)
+            if os.path.isfile(full) and _is_image(name, wanted):
+                entries.append(ListEntry(len(entries), (0.0,), _checked_path(os.path.relpath(full, root), full)))
+        return ImageList(entries, {0: os.curdir})
+    labels: dict[str, int] = {}
+    for path, dirs, files in os.walk(root, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not _loops_back(path, os.path.join(path, d)))
+        for name in sorted(files):
+            full = os.path.join(path, name)
+            if os.path.isfile(full) and _is_image(name, wanted):
+                label = labels.setdefault(path, len(labels))
+                entries.append(ListEntry(len(entries), (float(label),),
+                                         _checked_path(os.path.relpath(full, root), full)))
+    return ImageList(entries, {label: os.path.relpath(path, root) for path, label in labels.items()})
+
+
+# -- shuffling and splitting ---------------------------------------------
+
+def shuffled(entries: Sequence[ListEntry], seed: int = DEFAULT_SEED) -> list[ListEntry]:
+    """``entries`` in im2rec's shuffled order (``random.seed(seed); random.shuffle``), without global state."""
+    out = list(entries)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def split_list(entries: Sequence[ListEntry], chunks: int = 1, train_ratio: float = 1.0,
+               test_ratio: float = 0.0) -> list[tuple[str, list[ListEntry]]]:
+    """``(file name suffix, entries)`` for each ``.lst`` im2rec writes, in its order.
+
+    The suffix goes after the prefix: ``""``, ``"_train"``, ``"_1_val"``, ...
+    """
+    if chunks < 1:
+        raise OptionError(f"chunks must be at least 1, not {chunks}")
+    for name, ratio in (("train ratio", train_ratio), ("test ratio", test_ratio)):
+        if not 0.0 <= ratio <= 1.0:
+            raise OptionError(f"{name} must be between 0 and 1, not {ratio}")
+    size = (len(entries) + chunks - 1) // chunks
+    n_train, n_test = int(size * train_ratio), int(size * test_ratio)
+    out = []
+    for number in range(chunks):
+        chunk = list(entries[number * size:(number + 1) * size])
+        stem = f"_{number}" if chunks > 1 else ""
+        if train_ratio == 1.0:
+            out.append((stem, chunk))
+            continue
+        if test_ratio:
+            out.append((f"{stem}_test", chunk[:n_test]))
+        if train_ratio + test_ratio < 1.0:
+            out.append((f"{stem}_val", chunk[n_test + n_train:]))
+        out.append((f"{stem}_train", chunk[n_test:n_test + n_train]))
+    return out
+
+
+def write_lists(prefix: str | os.PathLike, image_list: ImageList, *, chunks: int = 1,
+                train_ratio: float = 1.0, test_ratio: float = 0.0, shuffle: bool = True,
+                seed: int = DEFAULT_SEED) -> list[str]:
+    """Shuffle (optionally), split and write ``PREFIX*.lst`` and ``PREFIX.labels``; return the paths written.
+
+    The label file is written only when ``image_list`` names its labels.
+    """
+    prefix = os.fspath(prefix)
+    entries = shuffled(image_list.entries, seed) if shuffle else image_list.entries
+    written = []
+    for suffix, part in split_list(entries, chunks, train_ratio, test_ratio):
+        path = f"{prefix}{suffix}.lst"
+        write_list(path, part)
+        written.append(path)
+    if image_list.label_names:
+        labels_path = label_names_path(prefix)
+        write_label_names(labels_path, image_list.label_names)
+        written.append(labels_path)
+    return written
+
+
+def make_lists(prefix: str | os.PathLike, root: str | os.PathLike, *, recursive: bool = False,
+               exts: Iterable[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
+               test_ratio: float = 0.0, shuffle: bool = True, seed: int = DEFAULT_SEED) -> list[str]:
+    """im2rec's list mode: walk ``root`` and write the ``.lst`` files and the label file."""
+    split_list([], chunks, train_ratio, test_ratio)  # reject bad options before walking a large tree
+    images = walk_images(root, recursive, exts)
+    return write_lists(prefix, images, chunks=chunks, train_ratio=train_ratio, test_ratio=test_ratio,
+                       shuffle=shuffle, seed=seed)
+
+
+# -- CSV input -------------------------------------------------------------
+
+def _csv_delimiter(path: str, first_line: str) -> str:
+    return "\t" if path.lower().endswith((".tsv", ".tab")) or "\t" in first_line else ","
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_labelled_csv(csv_path: str | os.PathLike, root: str | os.PathLike) -> ImageList:
+    """Entries from a CSV/TSV of ``path,label`` rows; class-name labels become ids 0, 1, ... in sorted order.
+
+    Raises :class:`ListFileError` (with the line number) for a row without a
+    label, an empty label, a path the ``.lst`` cannot hold, a path outside
+    ``root`` or a file that does not exist.
+    """
+    csv_path, root = os.fspath(csv_path), os.fspath(root)
+    with open(csv_path, encoding="utf-8-sig", newline="") as f:
+        text = f.read()
+    delimiter = _csv_delimiter(csv_path, text.partition("\n")[0])
+    rows: list[tuple[int, str, list[str]]] = []
+    reader = csv.reader(text.splitlines(), delimiter=delimiter)
+    for row in reader:
+        number = reader.line_num
+        cells = [cell.strip() for cell in row]
+        if not any(cells):
+            continue
+        if not rows and cells[0].lower() in CSV_HEADER_NAMES and not os.path.exists(os.path.join(root, cells[0])):
+            continue
+        if len(cells) < 2:
+            raise ListFileError(csv_path, number, f"expected 'path{delimiter}label', got {row!r}")
+        path, labels = cells[0], cells[1:]
+        if not all(labels):
+            raise ListFileError(csv_path, number, f"empty label for {path!r}")
+        problem = check_list_path(path)
+        if problem is not None:
+            raise ListFileError(csv_path, number, problem)
+        try:
+            full = resolve_list_path(root, path)
+        except UnsafePathError as exc:
+            raise ListFileError(csv_path, number, str(exc)) from None
+        if not os.path.isfile(full):
+            raise ListFileError(csv_path, number, f"image file {full!r} does not exist")
+        rows.append((number, path, labels))
+    numeric = all(_is_number(label) for _, _, labels in rows for label in labels)
+    if numeric:
+        label_names: dict[int, str] = {}
+        entries = [ListEntry(i, tuple(float(v) for v in labels), path) for i, (_, path, labels) in enumerate(rows)]
+    else:
+        names = sorted({label for _, _, labels in rows for label in labels})
+        ids = {name: i for i, name in enumerate(names)}
+        label_names = dict(enumerate(names))
+        entries = [ListEntry(i, tuple(float(ids[v]) for v in labels), path)
+                   for i, (_, path, labels) in enumerate(rows)]
+    return ImageList(entries, label_names)

@@ -1,0 +1,18 @@
+"""Training from RecordIO: the MXNet iterators (``ImageRecordIter``, ``ImageIter``) and the parts they are built from.
+
+* :mod:`~mxrec.train.sampler`: which records go into which batch, every epoch, on every rank.
+* :mod:`~mxrec.train.pipeline`: threads that decode samples straight into preallocated batch buffers.
+* :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``).
+* :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
+* :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).
+* :mod:`~mxrec.train.record_iter`: ``ImageRecordIter``; :mod:`~mxrec.train.image_iter`: ``ImageIter``.
+
+May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`,
+:mod:`mxrec.image`, :mod:`mxrec.transforms`.
+"""
+
+from mxrec.train.dataiter import DataBatch, DataDesc
+from mxrec.train.image_iter import ImageIter
+from mxrec.train.record_iter import ImageRecordIter
+
+__all__ = ["DataBatch", "DataDesc", "ImageIter", "ImageRecordIter"]

@@ -1,0 +1,175 @@
+"""MXNet's ``DataIter`` protocol for numpy batches: :class:`DataBatch`, :class:`DataDesc`, and :class:`BatchIter`.
+
+Iterators built on :class:`BatchIter` iterate MXNet style (``it.next()``,
+``it.reset()``, ``batch.data[0]``, ``batch.label[0]``, ``batch.pad``,
+``batch.index``) and Python style (``for batch in it``: each ``for`` loop over
+an exhausted iterator starts the next epoch; an unfinished epoch continues
+where it stopped). A :class:`~mxrec.train.sampler.BatchSampler` plans each
+epoch's batches, a :class:`~mxrec.train.pipeline.BatchPipeline` loads them.
+Unknown or misspelled parameter names raise :class:`~mxrec.errors.ParameterError`
+(:func:`check_names`; MXNet ignores them silently).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mxrec.errors import ParameterError
+from mxrec.train.pipeline import BatchPipeline
+from mxrec.train.sampler import NO_LEFTOVER, BatchSampler, Leftover
+
+AUGMENT_STREAM = 0x617567  # separates augmentation streams from any other use of the same seed
+
+
+class DataDesc(NamedTuple):
+    """Name and shape of one output, as ``mx.io.DataDesc`` (``name, shape = desc`` works)."""
+
+    name: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class DataBatch:
+    """One batch, as ``mx.io.DataBatch``: ``data`` and ``label`` are lists of numpy arrays.
+
+    The last ``pad`` samples are not new data of this epoch (repeats or empty
+    slots): leave them out of metrics. ``index`` holds each sample's record id
+    (``-1`` for an empty slot).
+    """
+
+    data: list[np.ndarray]
+    label: list[np.ndarray]
+    pad: int = 0
+    index: np.ndarray | None = None
+    provide_data: list[DataDesc] | None = None
+    provide_label: list[DataDesc] | None = None
+    bucket_key: object = None
+
+
+def check_names(given: dict, known: Sequence[str], where: str) -> None:
+    """Raise :class:`ParameterError` for the first name in ``given`` not in ``known``, suggesting a close match."""
+    for name in given:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ParameterError(f"{where}: unknown parameter {name!r}{hint}")
+
+
+def data_shape_of(value: Any) -> tuple[int, int, int]:
+    try:
+        shape = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"data_shape must be (channels, height, width), got {value!r}") from None
+    if len(shape) != 3 or min(shape) <= 0:
+        raise ParameterError(f"data_shape must be 3 positive integers (channels, height, width), got {value!r}")
+    return shape
+
+
+class BatchIter:
+    """Epoch bookkeeping shared by the iterators: a sampler plans batches, a pipeline loads them."""
+
+    def __init__(self, sampler: BatchSampler, pipeline: BatchPipeline, provide_data: list[DataDesc],
+                 provide_label: list[DataDesc]) -> None:
+        self._sampler = sampler
+        self._pipeline = pipeline
+        self.provide_data = provide_data
+        self.provide_label = provide_label
+        self.batch_size = sampler.batch_size
+        self.epoch = 0
+        self._started = False
+        self._delivered = 0
+        self._exhausted = False
+        self._current: DataBatch | None = None
+        self._leftover_in: Leftover = NO_LEFTOVER
+        self._leftover_out: Leftover = NO_LEFTOVER
+
+    @property
+    def skipped(self) -> list[str]:
+        """Records skipped so far because their image could not be decoded (``file: record key``)."""
+        return self._pipeline.skipped
+
+    @property
+    def num_batches(self) -> int:
+        """Batches per epoch."""
+        return self._sampler.batches_per_epoch()
+
+    def reset(self) -> None:
+        """Go back to the start: the next batch is the first of a new epoch (new shuffle, new augmentations).
+
+        Resetting before any batch of the current epoch was taken keeps it.
+        """
+        if self._delivered or self._exhausted:
+            self._restart(next_epoch=True)
+
+    def _restart(self, *, next_epoch: bool) -> None:
+        """Drop the work in flight; go on to the next epoch (with a finished epoch's leftover) or redo this one."""
+        self._pipeline.cancel()
+        if next_epoch:
+            self._leftover_in = self._leftover_out if self._exhausted else NO_LEFTOVER
+            self.epoch += 1
+        self._leftover_out = NO_LEFTOVER
+        self._started = False
+        self._delivered = 0
+        self._exhausted = False
+        self._current = None
+
+    def next(self) -> DataBatch:
+        """The next batch; ``StopIteration`` at the end of the epoch."""
+        if not self._started:
+            plans, self._leftover_out = self._sampler.epoch(self.epoch, self._leftover_in)
+            self._pipeline.start(plans)
+            self._started = True
+        try:
+            loaded = next(self._pipeline)
+        except StopIteration:
+            self._exhausted = True
+            self._current = None
+            raise
+        self._delivered += 1
+        label = loaded.label[:, 0] if self.provide_label[0].shape[1:] == () else loaded.label
+        self._current = DataBatch([loaded.data], [label], loaded.pad, loaded.index,
+                                  self.provide_data, self.provide_label)
+        return self._current
+
+    __next__ = next
+
+    def __iter__(self) -> BatchIter:
+        if self._exhausted:
+            self.reset()
+        return self
+
+    def iter_next(self) -> bool:
+        """Advance to the next batch (MXNet's ``DataIter.iter_next``); False at the end of the epoch."""
+        try:
+            self.next()
+        except StopIteration:
+            return False
+        return True
+
+    def getdata(self) -> list[np.ndarray]:
+        return self._current.data
+
+    def getlabel(self) -> list[np.ndarray]:
+        return self._current.label
+
+    def getpad(self) -> int:
+        return self._current.pad
+
+    def getindex(self) -> np.ndarray:
+        return self._current.index
+
+    def close(self) -> None:
+        """Stop the loading threads. Idempotent."""
+        self._current = None
+        self._pipeline.close()
+
+    def __enter__(self) -> BatchIter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,150 @@
+"""``mx.image.ImageIter`` without MXNet: images from a ``.rec`` or from files, through Python augmenters."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mxrec.errors import ParameterError
+from mxrec.format.header import unpack_header
+from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.lists import read_list
+from mxrec.io.reader import RecordReader
+from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.pipeline import BatchPipeline, OnBroken
+from mxrec.train.sampler import NO_LEFTOVER, BatchSampler, LastBatch
+from mxrec.transforms.augmenters import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
+from mxrec.transforms.rng import SampleRandom, stream_key
+
+_LAST_BATCH_HANDLES: dict[str, LastBatch] = {"pad": "wrap", "discard": "discard", "roll_over": "roll_over"}
+_LABEL_DTYPES = ("float32", "float64", "int32", "int64")
+
+
+class ImageIter(BatchIter):
+    """``mx.image.ImageIter``: images from a ``.rec`` or from files, through a list of Python augmenters.
+
+    Sources: ``path_imgrec`` (labels from the record headers, or from
+    ``path_imglist``/``imglist`` by record key), or image files named in
+    ``path_imglist`` (a ``.lst``) or ``imglist`` (``[[label(s)..., path],
+    ...]``) under ``path_root``. Each image is decoded to RGB ``uint8`` HWC,
+    passed through ``aug_list`` (default: :func:`~mxrec.transforms.create_augmenter`
+    with ``data_shape`` and the extra keyword arguments), and written CHW into
+    a float32 batch. Augmenters from :mod:`mxrec.transforms` draw from the
+    sample's random stream; other callables are called as ``aug(img)``.
+    ``dtype`` is the label type. ``seed``, ``preprocess_threads``,
+    ``prefetch_buffer`` and ``on_broken`` are mxrec's additions.
+
+    Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
+    Python's global ``random``); ``num_parts`` gives equal parts as
+    :func:`mxrec.sampler.shard` (MXNet gives each ``N // num_parts`` records
+    and never reads the remainder; here ``"discard"`` does that and the other
+    handles wrap around to ``ceil``).
+    """
+
+    def __init__(self, batch_size: int, data_shape: Sequence[int], label_width: int = 1,
+                 path_imgrec: str | None = None, path_imglist: str | None = None, path_root: str | None = None,
+                 path_imgidx: str | None = None, shuffle: bool = False, part_index: int = 0, num_parts: int = 1,
+                 aug_list: list[Callable] | None = None, imglist: list | None = None, data_name: str = "data",
+                 label_name: str = "softmax_label", dtype: str = "float32", last_batch_handle: str = "pad", *,
+                 seed: int = 0, preprocess_threads: int = 1, prefetch_buffer: int = 2, on_broken: OnBroken = "skip",
+                 **kwargs: Any) -> None:
+        data_shape = data_shape_of(data_shape)
+        if data_shape[0] != 3:
+            raise ParameterError(f"ImageIter decodes colour images: data_shape must have 3 channels, got {data_shape}")
+        if last_batch_handle not in _LAST_BATCH_HANDLES:
+            raise ParameterError(f"last_batch_handle must be one of {tuple(_LAST_BATCH_HANDLES)}, "
+                                 f"not {last_batch_handle!r}")
+        if dtype not in _LABEL_DTYPES:
+            raise ParameterError(f"dtype (the label type) must be one of {_LABEL_DTYPES}, not {dtype!r}")
+        if not (path_imgrec or path_imglist or isinstance(imglist, list)):
+            raise ParameterError("ImageIter needs path_imgrec, path_imglist or imglist")
+        if aug_list is None:
+            check_names(kwargs, CREATE_AUGMENTER_OPTIONS, "ImageIter")
+            aug_list = create_augmenter(data_shape, **kwargs)
+        elif kwargs:
+            check_names(kwargs, (), "ImageIter (with aug_list)")
+        self.data_shape = data_shape
+        self.label_width = label_width
+        self.label_dtype = np.dtype(dtype)
+        self.aug_list = list(aug_list)
+        self._takes_rng = [isinstance(aug, Transform) for aug in self.aug_list]
+        self.seed = seed
+        self._aug_key = stream_key(AUGMENT_STREAM, 2, seed)
+        self.path_root = path_root or ""
+        self._reader = RecordReader(path_imgrec, index=path_imgidx or None) if path_imgrec else None
+        self._entries = self._image_list(path_imglist, imglist)
+        if self._reader is not None:
+            self._keys = list(self._reader.keys)
+        else:
+            self._keys = list(self._entries)
+        sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
+                               part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle])
+        pipeline = BatchPipeline(self._load_sample, batch_size=batch_size, sample_shape=data_shape,
+                                 dtype=np.dtype(np.float32), label_width=label_width, label_dtype=self.label_dtype,
+                                 num_threads=preprocess_threads,
+                                 prefetch=prefetch_buffer, on_broken=on_broken, describe=self.describe)
+        label_shape = (batch_size,) if label_width == 1 else (batch_size, label_width)
+        super().__init__(sampler, pipeline, [DataDesc(data_name, (batch_size, *data_shape))],
+                         [DataDesc(label_name, label_shape)])
+
+    @staticmethod
+    def _image_list(path_imglist: str | None, imglist: list | None) -> dict | None:
+        """``{key: (labels, path)}`` from a ``.lst`` (keys: its indices) or ``imglist`` (keys: 1, 2, ...)."""
+        if path_imglist:
+            return {e.index: (np.array(e.labels, np.float64), e.path) for e in read_list(path_imglist)}
+        if isinstance(imglist, list):
+            entries = {}
+            for key, item in enumerate(imglist, 1):
+                *labels, path = item
+                if len(labels) == 1 and not np.isscalar(labels[0]):
+                    labels = list(labels[0])
+                entries[key] = (np.array(labels, np.float64), path)
+            return entries
+        return None
+
+    def hard_reset(self) -> None:
+        """Reset, forgetting any records carried over by ``roll_over``."""
+        next_epoch = bool(self._delivered or self._exhausted)
+        self._leftover_out = NO_LEFTOVER
+        self._restart(next_epoch=next_epoch)
+        self._leftover_in = NO_LEFTOVER
+
+    def describe(self, position: int) -> str:
+        key = self._keys[position]
+        if self._reader is not None:
+            return f"{self._reader.path}: record {key!r}"
+        return os.path.join(self.path_root, self._entries[key][1])
+
+    def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
+        key = self._keys[position]
+        if self._reader is not None:
+            header, start = unpack_header(view := self._reader.view(position))
+            buf = view[start:]
+            labels = header.label if self._entries is None else self._entries[key][0]
+        else:
+            labels, name = self._entries[key]
+            with open(os.path.join(self.path_root, name), "rb") as f:
+                buf = f.read()
+        labels = np.atleast_1d(np.asarray(labels, np.float64))
+        if labels.size < self.label_width:
+            raise ParameterError(f"{self.describe(position)}: {labels.size} label(s), label_width is "
+                                 f"{self.label_width}")
+        img = to_rgb(decode_pixels(buf, 3))  # as mx.image.imdecode
+        rng = SampleRandom(self._aug_key, epoch, position)
+        for aug, takes_rng in zip(self.aug_list, self._takes_rng, strict=True):
+            img = aug(img, rng) if takes_rng else aug(img)
+        img = np.asarray(img)
+        if img.shape != (*self.data_shape[1:], 3):
+            raise ParameterError(f"{self.describe(position)}: the augmenters made a {img.shape} image; data_shape "
+                                 f"{self.data_shape} needs {(*self.data_shape[1:], 3)}")
+        np.copyto(data, img.transpose(2, 0, 1), casting="unsafe")
+        label[:] = labels[:self.label_width]
+        return int(key) if isinstance(key, (int, np.integer)) else position
+
+    def close(self) -> None:
+        super().close()
+        if self._reader is not None:
+            self._reader.close()

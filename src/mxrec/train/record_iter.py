@@ -1,0 +1,233 @@
+"""``mx.io.ImageRecordIter`` without MXNet: every MXNet parameter with its meaning, numpy batches.
+
+See :class:`RecordIterParams`, :class:`~mxrec.train.augment.AugmentParams`
+and :class:`~mxrec.train.normalize.NormalizeParams` for the parameters;
+MXNet's default augmenter is :mod:`mxrec.train.augment`; output is ``(batch,
+C, H, W)`` RGB in ``dtype``, labels ``(batch,)`` when ``label_width`` is 1
+else ``(batch, label_width)``. Epochs, shuffling, sharding and last batches
+follow :mod:`mxrec.train.sampler`, which documents where MXNet goes wrong and
+what happens here instead; decoding runs on :mod:`mxrec.train.pipeline`'s
+threads. Every random choice for a sample comes from a stream keyed by
+``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
+is reproducible whatever ``preprocess_threads``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from mxrec.errors import ListFileError, ParameterError
+from mxrec.format.header import unpack_header
+from mxrec.image.codec import DecodeBuffers, decode_pixels
+from mxrec.io.atomic import atomic_open
+from mxrec.io.lists import read_list
+from mxrec.io.reader import RecordReader
+from mxrec.train.augment import AugmentParams, DefaultAugmenter
+from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.train.pipeline import BatchPipeline, OnBroken
+from mxrec.train.sampler import BatchSampler, LastBatch
+from mxrec.transforms.rng import SampleRandom, stream_key
+
+
+@dataclass(frozen=True)
+class RecordIterParams:
+    """``ImageRecordIter``'s own parameters (the augmenter's and normaliser's are in their modules).
+
+    MXNet's meaning throughout. ``drop_last`` and ``on_broken`` are mxrec's
+    additions: drop the last incomplete batch of each epoch (and cut parts
+    down rather than pad them), and ``"skip"`` or ``"error"`` on a record
+    whose image cannot be decoded. Accepted for compatibility with no effect
+    here: ``verbose``, ``ctx``, ``device_id`` (numpy output, one way of
+    threading), ``shuffle_chunk_size``, ``shuffle_chunk_seed`` (the shuffle
+    is always global).
+    """
+
+    path_imgrec: str
+    data_shape: tuple[int, int, int]
+    batch_size: int
+    path_imgidx: str = ""
+    path_imglist: str = ""
+    label_width: int = 1
+    shuffle: bool = False
+    seed: int = 0
+    seed_aug: int | None = None
+    num_parts: int = 1
+    part_index: int = 0
+    round_batch: bool = True
+    drop_last: bool = False
+    preprocess_threads: int = 4
+    prefetch_buffer: int = 4
+    dtype: str | None = None
+    on_broken: OnBroken = "skip"
+    data_name: str = "data"
+    label_name: str = "softmax_label"
+    aug_seq: str = "aug_default"
+    mean_img: str = ""
+    verbose: bool = True
+    ctx: str = "gpu"
+    device_id: int = 0
+    shuffle_chunk_size: int = 0
+    shuffle_chunk_seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
+        if not self.path_imgrec:
+            raise ParameterError("path_imgrec is required")
+        if self.label_width < 1:
+            raise ParameterError(f"label_width must be >= 1, got {self.label_width}")
+        if self.aug_seq != "aug_default":
+            raise ParameterError(f"aug_seq: only MXNet's 'aug_default' augmenter exists, not {self.aug_seq!r}")
+        if self.ctx not in ("gpu", "cpu"):
+            raise ParameterError(f"ctx must be 'gpu' or 'cpu', not {self.ctx!r}")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+def _normalize_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(NormalizeParams))
+
+
+def _rotate_list(value: Any) -> tuple[int, ...]:
+    """MXNet takes ``rotate_list`` as a comma-separated string; a sequence of ints is accepted too."""
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    try:
+        return tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"rotate_list must be integers (or a comma-separated string), got {value!r}") from None
+
+
+def labels_by_id(path_imglist: str | os.PathLike, label_width: int) -> dict[int, np.ndarray]:
+    """``{index: first label_width labels}`` from a ``.lst`` (MXNet's ``ImageLabelMap``)."""
+    labels = {}
+    for number, entry in enumerate(read_list(path_imglist), 1):
+        if len(entry.labels) < label_width:
+            raise ListFileError(path_imglist, number, f"entry {entry.index} has {len(entry.labels)} label(s), "
+                                                      f"label_width is {label_width}")
+        labels[entry.index] = np.array(entry.labels[:label_width], np.float32)
+    return labels
+
+
+def mean_image_file(path: str, params: dict[str, Any]) -> np.ndarray:
+    """The mean image for ``ImageRecordIter(**params)``: loaded from ``path`` (a ``.npy``), else computed and saved.
+
+    Computed as MXNet does, over one pass of the records (of this part) through
+    the same augmentation, and written atomically to ``path``. It is the mean of
+    the output images (``(C, H, W)``, RGB, mirrored as the output is); MXNet
+    stores it in its own NDArray format, which is not read here.
+    """
+    shape = data_shape_of(params["data_shape"])
+    if not os.path.exists(path):
+        first_pass = {**params, "mean_img": "", "dtype": "uint8", "shuffle": False, "round_batch": False,
+                      "drop_last": False}
+        total = np.zeros(shape, np.float64)
+        count = 0
+        with ImageRecordIter(**first_pass) as it:
+            for batch in it:
+                real = batch.data[0][:len(batch.data[0]) - batch.pad]
+                total += real.sum(axis=0, dtype=np.float64)
+                count += len(real)
+        mean = (total / max(count, 1)).astype(np.float32)
+        with atomic_open(path, "wb") as f:
+            np.save(f, mean)
+        return mean
+    try:
+        mean = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ParameterError(f"mean_img {path}: not a .npy mean image ({exc}); MXNet's NDArray files are not "
+                             "read: remove it to have it computed again") from None
+    if mean.shape != shape:
+        raise ParameterError(f"mean_img {path}: shape {mean.shape} does not match data_shape {shape}")
+    return mean.astype(np.float32)
+
+
+class ImageRecordIter(BatchIter):
+    """``mx.io.ImageRecordIter`` over a local ``.rec``: ``ImageRecordIter(path_imgrec=..., data_shape=..., ...)``.
+
+    Parameters are MXNet's (:class:`RecordIterParams`,
+    :class:`~mxrec.augment.AugmentParams` without ``data_shape``,
+    :class:`~mxrec.normalize.NormalizeParams`). ``dtype``: ``float32``
+    (default), ``uint8`` (raw pixels, no normalisation: do it on the GPU),
+    ``int8``, ``float16``, ``float64``. ``mean_img`` names a ``.npy`` mean
+    image, computed on first use (:func:`mean_image_file`). Labels come from
+    the record headers, or with ``path_imglist`` from the ``.lst`` line whose
+    index is the record's header id. ``batch.index`` holds the header ids.
+    """
+
+    def __init__(self, **params: Any) -> None:
+        iter_names, augment_names, normalize_names = (RecordIterParams.names(), AugmentParams.names(),
+                                                      _normalize_names())
+        check_names(params, (*iter_names, *augment_names, *normalize_names), "ImageRecordIter")
+        if "rotate_list" in params:
+            params["rotate_list"] = _rotate_list(params["rotate_list"])
+        missing = [name for name in ("path_imgrec", "data_shape", "batch_size") if name not in params]
+        if missing:
+            raise ParameterError(f"ImageRecordIter: missing required parameter(s) {', '.join(missing)}")
+        p = self.params = RecordIterParams(**{k: v for k, v in params.items() if k in iter_names})
+        self.augment_params = AugmentParams(**{k: v for k, v in params.items() if k in augment_names})
+        self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
+        channels, height, width = p.data_shape
+        mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
+        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32", mean_image)
+        self.dtype = self._writer.dtype
+        self._augmenter = DefaultAugmenter(self.augment_params)
+        self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
+        self._random = self.augment_params.is_random or self.normalize_params.is_random
+        self._aug_key = stream_key(AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
+        self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
+        self._reader = RecordReader(p.path_imgrec, index=p.path_imgidx or None)
+        if p.drop_last:
+            last_batch: LastBatch = "discard"
+        else:
+            last_batch = "wrap" if p.round_batch else "partial"
+        sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed,
+                               num_parts=p.num_parts, part_index=p.part_index, last_batch=last_batch)
+        pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,
+                                 dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
+                                 prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
+        label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
+        super().__init__(sampler, pipeline, [DataDesc(p.data_name, (p.batch_size, channels, height, width))],
+                         [DataDesc(p.label_name, label_shape)])
+
+    def describe(self, position: int) -> str:
+        """``file: record key`` for messages."""
+        return f"{self._reader.path}: record {self._reader.keys[position]!r}"
+
+    def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
+        view = self._reader.view(position)
+        header, start = unpack_header(view)
+        self._fill_label(header, label, position)
+        img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
+        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
+        self._writer.write(self._augmenter(img, rng), data, rng)
+        return header.id
+
+    def _fill_label(self, header: Any, out: np.ndarray, position: int) -> None:
+        width = self.params.label_width
+        if self._labels is not None:
+            labels = self._labels.get(header.id)
+            if labels is None:
+                raise ListFileError(self.params.path_imglist, None,
+                                    f"no line for record id {header.id} ({self.describe(position)})")
+            out[:] = labels
+        elif header.flag > 0:
+            if header.flag != width:
+                raise ParameterError(f"{self.describe(position)}: the record has {header.flag} labels but "
+                                     f"label_width is {width}")
+            out[:] = header.label
+        elif width != 1:
+            raise ParameterError(f"{self.describe(position)}: the record has one label but label_width is {width} "
+                                 "(pack multi-labels with im2rec --pack-label, or give path_imglist)")
+        else:
+            out[0] = header.label
+
+    def close(self) -> None:
+        super().close()
+        self._reader.close()

@@ -1,0 +1,133 @@
+"""The command lines: ``mxrec list``, ``mxrec pack``, ``mxrec im2rec`` (im2rec's exact arguments), ``mxrec extract``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mxrec.format.lst import ListEntry
+from mxrec.io.lists import read_list, write_list
+from mxrec.io.reader import RecordReader
+
+pytest.importorskip("cv2")
+SRC = Path(__file__).parent.parent / "src"
+
+
+@pytest.fixture
+def im2rec(golden):
+    return golden / "im2rec"
+
+
+def golden_stdout(log: Path) -> str:
+    """The stdout section of one of the golden im2rec.log files."""
+    text = log.read_text()
+    return text.split("--- stdout\n", 1)[1].split("--- stderr", 1)[0]
+
+
+def test_im2rec_list_mode_matches_im2rec(mxrec_cli, im2rec, tmp_path):
+    done = mxrec_cli("im2rec", "--list", "--recursive", "--chunks", "3", "--train-ratio", "0.8",
+                     "--test-ratio", "0.1", tmp_path / "subch", im2rec / "photos200", check=True)
+    assert done.stdout == golden_stdout(im2rec / "lists" / "subch.log")  # the label of each folder
+    for lst in (im2rec / "lists").glob("subch_*.lst"):
+        assert (tmp_path / lst.name).read_bytes() == lst.read_bytes()
+
+
+@pytest.mark.parametrize("variant, options", [
+    ("passthrough", ["--pass-through"]),
+    ("centercrop_resize64", ["--center-crop", "--resize", "64", "--num-thread", "2"]),
+    ("resize128_q90", ["--resize", "128", "--quality", "90"]),
+])
+def test_im2rec_pack_mode_matches_im2rec(mxrec_cli, im2rec, tmp_path, variant, options):
+    shutil.copy(im2rec / variant / "sub.lst", tmp_path / "sub.lst")
+    done = mxrec_cli("im2rec", *options, tmp_path / "sub", im2rec / "photos200", check=True)
+    assert "50 records, 0 skipped" in done.stdout
+    assert (tmp_path / "sub.rec").read_bytes() == (im2rec / variant / "sub.rec").read_bytes()
+    assert (tmp_path / "sub.idx").read_bytes() == (im2rec / variant / "sub.idx").read_bytes()
+
+
+def test_pack_with_shards_and_pack_label(mxrec_cli, im2rec, tmp_path):
+    shutil.copy(im2rec / "packlabel3" / "sub.lst", tmp_path / "ml.lst")
+    mxrec_cli("pack", "--pass-through", "--pack-label", "--shard-size", "30", "--no-progress",
+              tmp_path / "ml", im2rec / "photos200", check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml.lst", "ml_00000.idx", "ml_00000.rec",
+                                                          "ml_00001.idx", "ml_00001.rec"]
+    with RecordReader(tmp_path / "ml_00001.rec") as reader:
+        assert len(reader) == 20 and reader.header(0).flag == 3
+
+
+def test_pack_strict_fails_and_lenient_reports(mxrec_cli, im2rec, tmp_path):
+    shutil.copy(im2rec / "photos200" / "camera" / "camera_00000.jpg", tmp_path / "good.jpg")
+    (tmp_path / "bad.jpg").write_bytes(b"")
+    write_list(tmp_path / "d.lst", [ListEntry(0, (0.0,), "good.jpg"), ListEntry(1, (1.0,), "bad.jpg")])
+    strict = mxrec_cli("pack", "--strict", tmp_path / "d", tmp_path)
+    assert strict.returncode == 2 and "bad.jpg" in strict.stderr and "empty file" in strict.stderr
+    assert not (tmp_path / "d.rec").exists()
+    lenient = mxrec_cli("pack", tmp_path / "d", tmp_path)
+    assert lenient.returncode == 0
+    assert "1 records, 1 skipped" in lenient.stdout and "skipped index 1: " in lenient.stderr
+    assert f"{tmp_path / 'bad.jpg'}: empty file" in lenient.stderr
+
+
+def test_pack_refuses_a_list_leaving_the_root(mxrec_cli, tmp_path):
+    (tmp_path / "root").mkdir()
+    (tmp_path / "d.lst").write_text("0\t0.000000\t../../etc/passwd\n")
+    done = mxrec_cli("pack", tmp_path / "d", tmp_path / "root")
+    assert done.returncode == 2 and "line 1" in done.stderr and "outside" in done.stderr
+
+
+def test_pack_without_lists_is_an_error(mxrec_cli, tmp_path):
+    done = mxrec_cli("pack", tmp_path / "nothing", tmp_path)
+    assert done.returncode == 2 and "no .lst" in done.stderr
+
+
+def test_list_from_csv(mxrec_cli, im2rec, tmp_path):
+    photos = im2rec / "photos200"
+    (tmp_path / "l.csv").write_text("path,label\ncamera/camera_00000.jpg,tool\nrocket/rocket_00000.jpg,ship\n"
+                                    "coffee/coffee_00000.jpg,drink\n")
+    done = mxrec_cli("list", "--csv", tmp_path / "l.csv", "--no-shuffle", tmp_path / "c", photos, check=True)
+    assert "c.lst" in done.stdout and "c.labels" in done.stdout
+    assert [(e.labels, e.path) for e in read_list(tmp_path / "c.lst")] == [
+        ((2.0,), "camera/camera_00000.jpg"), ((1.0,), "rocket/rocket_00000.jpg"), ((0.0,), "coffee/coffee_00000.jpg")]
+    assert (tmp_path / "c.labels").read_text() == "0\tdrink\n1\tship\n2\ttool\n"
+    (tmp_path / "bad.csv").write_text("camera/camera_00000.jpg,tool\nnope.jpg,x\n")
+    bad = mxrec_cli("list", "--csv", tmp_path / "bad.csv", tmp_path / "b", photos)
+    assert bad.returncode == 2 and "bad.csv: line 2" in bad.stderr
+
+
+def test_list_then_pack_then_extract_with_names(mxrec_cli, im2rec, tmp_path):
+    mxrec_cli("list", "--recursive", "--seed", "3", tmp_path / "all", im2rec / "photos200", check=True)
+    mxrec_cli("pack", "--pass-through", "--no-progress", tmp_path / "all", im2rec / "photos200", check=True)
+    done = mxrec_cli("extract", tmp_path / "all.rec", tmp_path / "out", "--labels", tmp_path / "all.labels",
+                     check=True)
+    assert "wrote 50 files" in done.stdout
+    assert len(list((tmp_path / "out" / "rocket").glob("*.jpg"))) == 5
+    mxrec_cli("pack", "--pass-through", "--no-progress", tmp_path / "out" / "all", tmp_path / "out", check=True)
+    assert (tmp_path / "out" / "all.rec").read_bytes() == (tmp_path / "all.rec").read_bytes()
+
+
+def test_ctrl_c_stops_workers_and_leaves_no_output(im2rec, tmp_path):
+    # Many slow PNG encodings so that the job is surely still running when interrupted.
+    entries = [ListEntry(i, (0.0,), e.path) for i, e in enumerate(read_list(im2rec / "default" / "sub.lst") * 20)]
+    write_list(tmp_path / "big.lst", entries)
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    job = subprocess.Popen([sys.executable, "-m", "mxrec", "pack", "--encoding", ".png", "-j", "2",
+                            str(tmp_path / "big"), str(im2rec / "photos200")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "big.rec.partial").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert job.poll() is None  # still packing
+    interrupted = time.monotonic()
+    job.send_signal(signal.SIGINT)
+    _, err = job.communicate(timeout=60)
+    assert time.monotonic() - interrupted < 10  # the running images finish, the queued ones are dropped
+    assert job.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.lst"]
