@@ -1,11 +1,16 @@
 """The ``mxrec`` command line: one module per subcommand, each a thin layer over a public function.
 
-A subcommand module defines ``register(subparsers)``, which adds its parser and
-sets ``run`` (a function ``args -> exit code``) as its default. Add a module's
-name to :data:`SUBCOMMANDS` to make it appear.
+A subcommand module defines ``HELP`` (one line for ``mxrec --help``), its
+docstring (the command's description), ``add_arguments(parser)`` and ``run(args)
+-> exit code``. Add a module's name to :data:`SUBCOMMANDS` to make it appear.
+Options several commands share are defined once, in :mod:`mxrec.cli.options`.
 
 Exit codes: 0 success; 1 the command ran and found faults (``verify``);
 2 bad usage or an input mxrec could not process (the message names it).
+
+Only this room prints and draws progress (:mod:`mxrec.cli.progress`); the
+library reports through callbacks. May import: anything in mxrec (it is the
+top floor; nothing imports it).
 """
 
 from __future__ import annotations
@@ -27,7 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mxrec {__version__}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in SUBCOMMANDS:
-        importlib.import_module(f"mxrec.cli.{name}").register(subparsers)
+        command = importlib.import_module(f"mxrec.cli.{name}")
+        sub = subparsers.add_parser(name, help=command.HELP, description=command.__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.add_arguments(sub)
+        sub.set_defaults(run=command.run, command=name)
     return parser
 
 

@@ -10,15 +10,14 @@ from mxrec.cli.options import add_dataset
 from mxrec.io.lists import read_label_names
 from mxrec.pack.extract import extract_records
 
+HELP = "write the images of a .rec back to files"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("extract", help="write the images of a .rec back to files", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p, keys=False)
     p.add_argument("out_dir", help="folder to write into (made if missing); nothing is written outside it")
     p.add_argument("--flat", action="store_true", help="all files directly in OUT_DIR (labels only in the .lst)")
     p.add_argument("--labels", metavar="FILE",
                    help="a .labels file (label<TAB>name lines, as mxrec list writes) to name the label folders")
-    p.set_defaults(run=run, command="extract")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,21 +13,19 @@ from __future__ import annotations
 import argparse
 
 from mxrec.cli.list import add_list_arguments
+from mxrec.cli.options import add_prefix_root
 from mxrec.cli.pack import add_transform_arguments, pack_with_progress, report, transform_from_args
 from mxrec.io.lists import label_names_path, read_label_names
 from mxrec.pack.make_lists import make_lists
 
+HELP = "drop-in for MXNet's tools/im2rec.py (same arguments)"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("im2rec", help="drop-in for MXNet's tools/im2rec.py (same arguments)",
-                              description=__doc__)
-    p.add_argument("prefix", help="prefix of the .lst files to write (--list) or to pack")
-    p.add_argument("root", help="the image folder")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_prefix_root(p, "prefix of the .lst files to write (--list) or to pack", "the image folder")
     p.add_argument("--list", action="store_true", help="make image lists instead of packing")
     add_list_arguments(p)
     add_transform_arguments(p)
     p.add_argument("--num-thread", type=int, default=1, help="worker threads (default: 1, as im2rec)")
-    p.set_defaults(run=run, command="im2rec")
 
 
 def run(args: argparse.Namespace) -> int:

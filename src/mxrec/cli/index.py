@@ -7,15 +7,14 @@ import argparse
 from mxrec.format.idx import index_path_for
 from mxrec.io.index import KEY_SOURCES, build_index
 
+HELP = "rebuild the .idx of a .rec by scanning it"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("index", help="rebuild the .idx of a .rec by scanning it", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("rec", help="the .rec file")
     p.add_argument("-o", "--output", help="the .idx to write (default: beside the .rec)")
     p.add_argument("--keys", choices=KEY_SOURCES, default="auto",
                    help="position: 0..n-1 in file order; id: each record's IRHeader id (as im2rec); "
                         "auto (default): ids when every record has a header and they are unique")
-    p.set_defaults(run=run, command="index")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,12 +8,11 @@ import json
 from mxrec.cli.options import add_dataset
 from mxrec.doctor.info import dataset_info
 
+HELP = "summarise a .rec file"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("info", help="summarise a .rec file", description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p, keys=False)
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(run=run, command="info")
 
 
 def run(args: argparse.Namespace) -> int:

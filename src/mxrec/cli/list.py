@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from mxrec.cli.options import add_prefix_root
 from mxrec.pack.make_lists import DEFAULT_EXTS, DEFAULT_SEED, make_lists, read_labelled_csv, write_lists
 
+HELP = "write .lst image lists from a folder or a CSV (im2rec --list)"
 
 def add_list_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of im2rec's list mode (shared with ``mxrec im2rec``)."""
@@ -20,17 +22,14 @@ def add_list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="keep the walk order")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("list", help="write .lst image lists from a folder or a CSV (im2rec --list)",
-                              description=__doc__)
-    p.add_argument("prefix", help="output prefix: writes PREFIX[_N][_train|_val|_test].lst and PREFIX.labels")
-    p.add_argument("root", help="the image folder (with --csv: the folder the CSV paths are relative to)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_prefix_root(p, "output prefix: writes PREFIX[_N][_train|_val|_test].lst and PREFIX.labels",
+                    "the image folder (with --csv: the folder the CSV paths are relative to)")
     add_list_arguments(p)
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="shuffle seed (default: %(default)s, as im2rec)")
     p.add_argument("--csv", metavar="FILE",
                    help="list the rows of FILE (path,label; tab-separated for .tsv) instead of walking ROOT; "
                         "class-name labels become 0, 1, ... in sorted order")
-    p.set_defaults(run=run, command="list")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,12 @@ import argparse
 from mxrec.format.idx import KeyType
 
 
+def add_prefix_root(parser: argparse.ArgumentParser, prefix_help: str, root_help: str) -> None:
+    """The ``PREFIX ROOT`` arguments of the commands that follow im2rec's command line."""
+    parser.add_argument("prefix", help=prefix_help)
+    parser.add_argument("root", help=root_help)
+
+
 def add_dataset(parser: argparse.ArgumentParser, *, keys: bool = True) -> None:
     """The ``.rec`` argument and ``--idx`` (and, with ``keys``, ``--str-keys``)."""
     parser.add_argument("rec", help="the .rec file")

@@ -6,12 +6,13 @@ import argparse
 import os
 import sys
 
-from mxrec.cli.options import add_no_progress
+from mxrec.cli.options import add_no_progress, add_prefix_root
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
 from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
 from mxrec.pack.prepare import COLOR_MODES, ENCODINGS, ImageTransform
 
+HELP = "pack .lst image lists into .rec/.idx (im2rec pack mode)"
 
 def add_transform_arguments(parser: argparse.ArgumentParser) -> None:
     """The image options of im2rec's pack mode (shared with ``mxrec im2rec``)."""
@@ -33,11 +34,9 @@ def transform_from_args(args: argparse.Namespace) -> ImageTransform:
                           fast=getattr(args, "fast", False))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("pack", help="pack .lst image lists into .rec/.idx (im2rec pack mode)",
-                              description=__doc__)
-    p.add_argument("prefix", help="every .lst whose path starts with PREFIX is packed into a .rec beside it")
-    p.add_argument("root", help="the folder the .lst paths are relative to")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_prefix_root(p, "every .lst whose path starts with PREFIX is packed into a .rec beside it",
+                    "the folder the .lst paths are relative to")
     add_transform_arguments(p)
     p.add_argument("--num-thread", "-j", type=int, default=os.cpu_count() or 1, dest="num_thread",
                    help="worker threads (default: the number of CPUs, %(default)s)")
@@ -49,7 +48,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--shard-size", type=parse_shard_size, metavar="N|SIZE",
                    help="split the output into NAME_00000.rec/.idx, ... of N records or SIZE bytes (512MB, 2GiB)")
     add_no_progress(p)
-    p.set_defaults(run=run, command="pack")
 
 
 def report(results: list[PackResult]) -> None:

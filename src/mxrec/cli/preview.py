@@ -8,10 +8,9 @@ from mxrec.cli.options import add_dataset, key_type
 from mxrec.doctor.preview import contact_sheet, write_image
 from mxrec.errors import MxrecError
 
+HELP = "contact sheet of records with key and label drawn on each"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("preview", help="contact sheet of records with key and label drawn on each",
-                              description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p)
     p.add_argument("-o", "--output", required=True, help="the image to write (.png, or .jpg)")
     p.add_argument("-n", "--count", type=int, default=16, help="records to sample (default 16)")
@@ -19,7 +18,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--tile", type=int, default=160, help="tile size in pixels")
     p.add_argument("--columns", type=int, help="tiles per row (default: a near-square grid)")
-    p.set_defaults(run=run, command="preview")
 
 
 def run(args: argparse.Namespace) -> int:

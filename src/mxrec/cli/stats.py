@@ -10,10 +10,9 @@ from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.stats import dataset_stats, plot_stats, pyplot
 
+HELP = "label counts and image sizes (text; plots with -o)"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("stats", help="label counts and image sizes (text; plots with -o)",
-                              description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p, keys=False)
     p.add_argument("-o", "--output", help="also plot into this image (needs matplotlib: pip install 'mxrec[plot]')")
     p.add_argument("--labels", choices=LABEL_KINDS, default="auto",
@@ -21,7 +20,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workers(p, "reading threads")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_no_progress(p)
-    p.set_defaults(run=run, command="stats")
 
 
 def run(args: argparse.Namespace) -> int:

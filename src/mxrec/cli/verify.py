@@ -20,10 +20,9 @@ from mxrec.doctor.contents import available_cores
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.verify import DATASET_KINDS, verify_dataset
 
+HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("verify", help="check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p)
     p.add_argument("--lst", help="the .lst image list the .rec was packed from")
     p.add_argument("--root", help="folder the .lst image paths are relative to (default: the .lst's folder)")
@@ -43,7 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
     add_no_progress(p)
-    p.set_defaults(run=run, command="verify")
 
 
 def run(args: argparse.Namespace) -> int:

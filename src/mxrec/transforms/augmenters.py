@@ -112,15 +112,23 @@ class ForceResizeAug(Transform):
         return resize(img, width, height, inter)
 
 
-class RandomCropAug(Transform):
-    """A random crop of ``size`` (w, h)."""
+class _CropAug(Transform):
+    """A crop of ``size`` (w, h) by ``crop_op`` (an ``mx.image`` functional crop returning ``(image, box)``)."""
+
+    crop_op: Callable
 
     def __init__(self, size: Size, interp: int = INTER_CUBIC, seed: int | None = None) -> None:
         super().__init__(seed)
         self.size, self.interp = size_pair(size), interp
 
     def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        return random_crop(img, self.size, self.interp, self._random(rng))[0]
+        return type(self).crop_op(img, self.size, self.interp, self._random(rng))[0]
+
+
+class RandomCropAug(_CropAug):
+    """A random crop of ``size`` (w, h)."""
+
+    crop_op = staticmethod(random_crop)
 
 
 class RandomSizedCropAug(Transform):
@@ -135,15 +143,10 @@ class RandomSizedCropAug(Transform):
         return random_size_crop(img, self.size, self.area, self.ratio, self.interp, self._random(rng))[0]
 
 
-class CenterCropAug(Transform):
+class CenterCropAug(_CropAug):
     """The centred crop of ``size`` (w, h)."""
 
-    def __init__(self, size: Size, interp: int = INTER_CUBIC, seed: int | None = None) -> None:
-        super().__init__(seed)
-        self.size, self.interp = size_pair(size), interp
-
-    def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        return center_crop(img, self.size, self.interp, self._random(rng))[0]
+    crop_op = staticmethod(center_crop)
 
 
 class HorizontalFlipAug(Transform):
@@ -168,40 +171,51 @@ class CastAug(Transform):
         return img.astype(self.typ)
 
 
-class BrightnessJitterAug(Transform):
-    """Multiply by ``1 + U(-brightness, brightness)``."""
+class _JitterAug(Transform):
+    """A jitter of strength ``amount`` (kept as the attribute MXNet names, :attr:`amount_name`).
 
-    def __init__(self, brightness: float, seed: int | None = None) -> None:
+    Each call draws ``alpha = 1 + U(-amount, amount)`` and returns :meth:`blend` of the image with it.
+    """
+
+    amount_name: str
+
+    def __init__(self, amount: float, seed: int | None = None) -> None:
         super().__init__(seed)
-        self.brightness = brightness
+        setattr(self, self.amount_name, amount)
 
     def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        alpha = 1.0 + self._random(rng).uniform(-self.brightness, self.brightness)
+        amount = getattr(self, self.amount_name)
+        return self.blend(img, 1.0 + self._random(rng).uniform(-amount, amount))
+
+    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
+        raise NotImplementedError
+
+
+class BrightnessJitterAug(_JitterAug):
+    """Multiply by ``1 + U(-brightness, brightness)``."""
+
+    amount_name = "brightness"
+
+    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         return img * np.float32(alpha)
 
 
-class ContrastJitterAug(Transform):
+class ContrastJitterAug(_JitterAug):
     """Blend with the image's mean luma: ``alpha * img + (1 - alpha) * mean_grey``, ``alpha = 1 + U(-c, c)``."""
 
-    def __init__(self, contrast: float, seed: int | None = None) -> None:
-        super().__init__(seed)
-        self.contrast = contrast
+    amount_name = "contrast"
 
-    def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        alpha = 1.0 + self._random(rng).uniform(-self.contrast, self.contrast)
+    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         mean_grey = float(grey_level(img, LUMA_RGB).mean())
         return img * np.float32(alpha) + np.float32((1.0 - alpha) * mean_grey)
 
 
-class SaturationJitterAug(Transform):
+class SaturationJitterAug(_JitterAug):
     """Blend each pixel with its luma: ``alpha * img + (1 - alpha) * grey``, ``alpha = 1 + U(-s, s)``."""
 
-    def __init__(self, saturation: float, seed: int | None = None) -> None:
-        super().__init__(seed)
-        self.saturation = saturation
+    amount_name = "saturation"
 
-    def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        alpha = 1.0 + self._random(rng).uniform(-self.saturation, self.saturation)
+    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         grey = grey_level(img, LUMA_RGB)[..., None]
         return img * np.float32(alpha) + grey * np.float32(1.0 - alpha)
 
