@@ -34,3 +34,15 @@ def without_simplejpeg(monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
     assert codec.simplejpeg() is None
     yield True
     codec.simplejpeg.cache_clear()  # the next caller imports the real module again
+
+
+@pytest.fixture
+def im2rec(golden: Path) -> Path:
+    """``golden/im2rec``: real ``tools/im2rec.py`` runs (lists, packed variants, their photos)."""
+    return golden / "im2rec"
+
+
+@pytest.fixture
+def photos(im2rec: Path) -> Path:
+    """The 200 photos (10 classes) that the golden im2rec runs packed."""
+    return im2rec / "photos200"

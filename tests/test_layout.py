@@ -12,8 +12,9 @@ import ast
 import re
 from pathlib import Path
 
-import mxrec
 import pytest
+
+import mxrec
 
 PACKAGE = Path(mxrec.__file__).parent
 ROOMS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())

@@ -5,24 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from mxrec import build_index, read_index
+from mxrec import read_index
 from mxrec.doctor.info import dataset_info
 from mxrec.doctor.verify import verify_recordio
-
-
-def test_index_rebuilds_im2rec_idx_byte_for_byte(golden, tmp_path, mxrec_cli):
-    shutil.copy(golden / "im2rec" / "default" / "sub.rec", tmp_path / "sub.rec")
-    result = mxrec_cli("index", tmp_path / "sub.rec", check=True)
-    assert "50 entries, keyed by record id" in result.stdout
-    assert (tmp_path / "sub.idx").read_bytes() == (golden / "im2rec" / "default" / "sub.idx").read_bytes()
-
-
-def test_index_by_position_rebuilds_mxnet_idx(golden, tmp_path):
-    index, source = build_index(golden / "idx" / "idx.rec", tmp_path / "p.idx", keys="position")
-    assert source == "position" and len(index) == 255
-    assert (tmp_path / "p.idx").read_bytes() == (golden / "idx" / "idx.idx").read_bytes()
-    # Payloads are not IRHeaders: "auto" falls back to positions.
-    assert build_index(golden / "idx" / "idx.rec", tmp_path / "a.idx")[1] == "position"
 
 
 def test_index_refuses_ids_that_cannot_key(golden, tmp_path, mxrec_cli):

@@ -20,36 +20,11 @@ pytest.importorskip("cv2")
 SRC = Path(__file__).parent.parent / "src"
 
 
-@pytest.fixture
-def im2rec(golden):
-    return golden / "im2rec"
 
 
-def golden_stdout(log: Path) -> str:
-    """The stdout section of one of the golden im2rec.log files."""
-    text = log.read_text()
-    return text.split("--- stdout\n", 1)[1].split("--- stderr", 1)[0]
 
 
-def test_im2rec_list_mode_matches_im2rec(mxrec_cli, im2rec, tmp_path):
-    done = mxrec_cli("im2rec", "--list", "--recursive", "--chunks", "3", "--train-ratio", "0.8",
-                     "--test-ratio", "0.1", tmp_path / "subch", im2rec / "photos200", check=True)
-    assert done.stdout == golden_stdout(im2rec / "lists" / "subch.log")  # the label of each folder
-    for lst in (im2rec / "lists").glob("subch_*.lst"):
-        assert (tmp_path / lst.name).read_bytes() == lst.read_bytes()
 
-
-@pytest.mark.parametrize("variant, options", [
-    ("passthrough", ["--pass-through"]),
-    ("centercrop_resize64", ["--center-crop", "--resize", "64", "--num-thread", "2"]),
-    ("resize128_q90", ["--resize", "128", "--quality", "90"]),
-])
-def test_im2rec_pack_mode_matches_im2rec(mxrec_cli, im2rec, tmp_path, variant, options):
-    shutil.copy(im2rec / variant / "sub.lst", tmp_path / "sub.lst")
-    done = mxrec_cli("im2rec", *options, tmp_path / "sub", im2rec / "photos200", check=True)
-    assert "50 records, 0 skipped" in done.stdout
-    assert (tmp_path / "sub.rec").read_bytes() == (im2rec / variant / "sub.rec").read_bytes()
-    assert (tmp_path / "sub.idx").read_bytes() == (im2rec / variant / "sub.idx").read_bytes()
 
 
 def test_pack_with_shards_and_pack_label(mxrec_cli, im2rec, tmp_path):

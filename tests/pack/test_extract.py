@@ -21,10 +21,6 @@ JPEG = cv2.imencode(".jpg", np.full((8, 8, 3), 200, np.uint8))[1].tobytes()
 PNG = cv2.imencode(".png", np.full((8, 8, 3), 100, np.uint8))[1].tobytes()
 
 
-@pytest.fixture
-def im2rec(golden):
-    return golden / "im2rec"
-
 
 def write_records(path, records, keys=None):
     with RecordWriter(path, index=True) as writer:
