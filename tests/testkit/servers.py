@@ -527,9 +527,9 @@ class _Handler(BaseHTTPRequestHandler):
         record, fault = self._begin()
         try:
             body = self._read_body() if self.command in ("PUT", "POST") else b""
-        except ValueError as exc:
+        except ValueError as exc:  # malformed chunking, or over max_body
             self.close_connection = True
-            self._send_error(413, str(exc))
+            self._send_error(400, f"bad request body: {exc}")
             return
         if fault is not None and fault.kind == "fail":
             self._send_error(fault.status, f"injected fault ({fault.describe()})")
