@@ -11,6 +11,8 @@ import pytest
 from testkit import GOLDEN
 from testkit.cli import run_mxrec
 
+pytest_plugins = ["testkit.fixtures"]
+
 
 @pytest.fixture
 def golden() -> Path:

@@ -3,6 +3,9 @@
 * :mod:`testkit.cli`: run the ``mxrec`` command line in a fresh interpreter, as a user would.
 * :mod:`testkit.datasets`: small generated image datasets, clean and with a fault of every kind.
 * :mod:`testkit.iterdata`: record files for the iterator tests, rebuilt from the golden photos.
+* :mod:`testkit.servers`: real servers on 127.0.0.1 (S3 API via moto, HTTP with ``Range``, WebHDFS), each
+  with a request log to count against and fault knobs; :mod:`testkit.fixtures` makes them pytest fixtures.
+* :mod:`testkit.ranks`: real ``torch.distributed`` (gloo) rank processes on loopback.
 
 :data:`GOLDEN` is ``tests/data/golden``: files written by real MXNet 1.9.1 (see its README).
 """
