@@ -110,6 +110,15 @@ class ListFileError(TextFileError):
         super().__init__(path, reason, line=line)
 
 
+class ManifestError(MxrecError, ValueError):
+    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file."""
+
+    def __init__(self, path: str | os.PathLike | None, reason: str) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.reason = reason
+        super().__init__(f"{self.path if self.path is not None else '<manifest>'}: {reason}")
+
+
 class UnsafePathError(MxrecError, ValueError):
     """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
 

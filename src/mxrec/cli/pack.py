@@ -54,6 +54,8 @@ def report(results: list[PackResult]) -> None:
     """Print what each job wrote and every image it skipped."""
     for result in results:
         names = ", ".join(os.path.relpath(rec) for rec, _ in result.outputs) or "no shards (no records)"
+        if result.manifest is not None:
+            names += f" (manifest {os.path.relpath(result.manifest)})"
         print(f"{os.path.relpath(result.lst_path)} -> {names}: {result.records} records, "
               f"{len(result.skipped)} skipped")
         for skipped in result.skipped:

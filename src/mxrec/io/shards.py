@@ -10,7 +10,8 @@ shard is a plain RecordIO pair with its own ``.idx``.
 
 All shards are written under ``<name>.partial`` and renamed only when the
 whole job closes successfully, so an interrupted job leaves no shard that
-looks finished, not even the early ones.
+looks finished, not even the early ones. The set's manifest
+(:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written last.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 
 from mxrec.errors import OptionError
 from mxrec.format.framing import encoded_size
-from mxrec.io.atomic import PartialFile
+from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, parse_manifest
+from mxrec.io.atomic import PartialFile, atomic_open
 from mxrec.io.writer import RecordWriter
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -62,21 +64,46 @@ def shard_paths(rec_path: str | os.PathLike, number: int) -> tuple[str, str]:
     return f"{stem}_{number:05d}{ext or '.rec'}", f"{stem}_{number:05d}.idx"
 
 
+def read_manifest(path: str | os.PathLike) -> Manifest:
+    """Read and parse a shard-set manifest (:class:`~mxrec.errors.ManifestError` names the file)."""
+    with open(path, "rb") as f:
+        return parse_manifest(f.read(), path)
+
+
+def write_manifest(path: str | os.PathLike, manifest: Manifest) -> None:
+    """Write a shard-set manifest atomically."""
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(manifest.to_json())
+
+
+def describe_shards(paths: list[tuple[str, str | None]], records: list[int], folder: str) -> Manifest:
+    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each, names relative to ``folder``."""
+    entries = []
+    for (rec, idx), count in zip(paths, records, strict=True):
+        entries.append(ShardEntry(
+            rec=os.path.relpath(rec, folder), idx=None if idx is None else os.path.relpath(idx, folder),
+            records=count, rec_bytes=os.path.getsize(rec), idx_bytes=None if idx is None else os.path.getsize(idx)))
+    return Manifest(tuple(entries))
+
+
 class ShardedWriter:
-    """Write records across shards of ``rec_path`` capped by ``limit``; ``close`` publishes them all at once."""
+    """Write records across shards of ``rec_path`` capped by ``limit``; ``close`` publishes them all at once.
+
+    The manifest (:attr:`manifest_path`) is written after every shard is in place.
+    """
 
     def __init__(self, rec_path: str | os.PathLike, limit: ShardLimit) -> None:
         self.rec_path = os.fspath(rec_path)
         self.limit = limit
-        self._done_shards = 0  # shards completed and closed (still under their partial names)
-        self._done_records = 0
+        self.manifest_path = manifest_path(self.rec_path)
+        self._counts: list[int] = []  # records of each shard completed and closed (still under partial names)
         self._current: RecordWriter | None = None
         self._closed = False
 
     @property
     def paths(self) -> list[tuple[str, str]]:
         """``(rec, idx)`` of every shard started so far."""
-        started = self._done_shards + (self._current is not None)
+        started = len(self._counts) + (self._current is not None)
         return [shard_paths(self.rec_path, n) for n in range(started)]
 
     def _full(self, writer: RecordWriter, payload_length: int) -> bool:
@@ -93,9 +120,8 @@ class ShardedWriter:
             if current is not None:
                 self._current = None
                 current.close()
-                self._done_shards += 1
-                self._done_records += len(current)
-            rec, idx = (PartialFile(path) for path in shard_paths(self.rec_path, self._done_shards))
+                self._counts.append(len(current))
+            rec, idx = (PartialFile(path) for path in shard_paths(self.rec_path, len(self._counts)))
             current = self._current = RecordWriter(rec.path, idx.path)
         return current.write(payload, key)
 
@@ -106,14 +132,20 @@ class ShardedWriter:
         self._closed = True
         if self._current is not None:
             self._current.close()
+            self._counts.append(len(self._current))
+            self._current = None
         return True
 
     def close(self) -> None:
-        """Finish every shard and move them all into place. Idempotent."""
+        """Finish every shard, move them all into place, then write the manifest. Idempotent."""
         if self._stop():
+            if os.path.exists(self.manifest_path):
+                os.unlink(self.manifest_path)  # an older set's manifest must never describe the new shards
             for paths in self.paths:
                 for path in paths:
                     PartialFile(path).commit()
+            write_manifest(self.manifest_path, describe_shards(self.paths, self._counts,
+                                                               os.path.dirname(self.manifest_path)))
 
     def abort(self) -> None:
         """Stop and remove every shard written so far."""
@@ -123,7 +155,7 @@ class ShardedWriter:
                     PartialFile(path).discard()
 
     def __len__(self) -> int:
-        return self._done_records + (len(self._current) if self._current is not None else 0)
+        return sum(self._counts) + (len(self._current) if self._current is not None else 0)
 
     def __enter__(self) -> ShardedWriter:
         return self

@@ -75,6 +75,7 @@ class PackResult:
 
     lst_path: str
     outputs: list[tuple[str, str]]  # (rec, idx) of each file (one, or one per shard)
+    manifest: str | None = None  # the shard set's manifest, when sharded
     records: int = 0
     skipped: list[SkippedImage] = field(default_factory=list)
 
@@ -214,7 +215,10 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
             if progress is not None:
                 progress(done, len(entries))
         result.records = len(writer)
-    result.outputs = writer.paths if isinstance(writer, ShardedWriter) else [(writer.path, writer.index_path)]
+    if isinstance(writer, ShardedWriter):
+        result.outputs, result.manifest = writer.paths, writer.manifest_path
+    else:
+        result.outputs = [(writer.path, writer.index_path)]
     return result
 
 

@@ -1,0 +1,119 @@
+"""The shard-set manifest: which ``.rec``/``.idx`` pairs make up one dataset, how many records and bytes each holds.
+
+A dataset written as shards (``mxrec pack --shard-size``, a sharded writer, a
+cluster job) is ``NAME_00000.rec`` + ``NAME_00000.idx``, ``NAME_00001.rec`` ...
+beside ``NAME.manifest.json``::
+
+    {
+      "format": "mxrec-shards",
+      "version": 1,
+      "records": 25000,
+      "shards": [
+        {"rec": "train_00000.rec", "idx": "train_00000.idx", "records": 10000, "rec_bytes": 1048576,
+         "idx_bytes": 118890},
+        ...
+      ]
+    }
+
+Shard names are relative to the manifest's folder (a set can be moved or
+uploaded as it is); shards are listed in dataset order, so record positions
+run 0..N-1 across them in that order. ``idx``/``idx_bytes`` are ``null`` for
+a shard written without an index. The manifest is written last, after every
+shard is complete: a set without one is unfinished (or was made by a tool
+that writes none), and a reader can open a remote set from the manifest alone,
+without listing the folder, and check each shard's size against it.
+
+This module is the format (parse, format, naming); files are :mod:`mxrec.io.shards`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from dataclasses import dataclass
+
+from mxrec.errors import ManifestError
+
+FORMAT = "mxrec-shards"
+VERSION = 1
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard of a set: its ``.rec`` and ``.idx`` names (relative to the manifest), records and sizes."""
+
+    rec: str
+    idx: str | None
+    records: int
+    rec_bytes: int
+    idx_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The shards of one dataset, in dataset order."""
+
+    shards: tuple[ShardEntry, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(shard.records for shard in self.shards)
+
+    def to_json(self) -> str:
+        """The manifest's text (keys in a fixed order, one shard a line, so that diffs stay readable)."""
+        shards = ",\n".join("    " + json.dumps(vars(shard)) for shard in self.shards)
+        listed = f"\n{shards}\n  " if self.shards else ""
+        return (f'{{\n  "format": "{FORMAT}",\n  "version": {VERSION},\n  "records": {self.records},\n'
+                f'  "shards": [{listed}]\n}}\n')
+
+
+def manifest_path(rec_path: str | os.PathLike) -> str:
+    """The manifest of the shards written for ``rec_path``: ``data/train.rec`` -> ``data/train.manifest.json``."""
+    rec_path = os.fspath(rec_path)
+    stem, ext = posixpath.splitext(rec_path) if "://" in rec_path else os.path.splitext(rec_path)
+    return (stem if ext == ".rec" else rec_path) + MANIFEST_SUFFIX
+
+
+def parse_manifest(text: str | bytes, where: str | os.PathLike | None = None) -> Manifest:
+    """Parse a manifest's text; :class:`~mxrec.errors.ManifestError` names ``where`` and what is wrong."""
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(where, f"not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ManifestError(where, f"not an mxrec shard manifest (no \"format\": \"{FORMAT}\")")
+    if data.get("version") != VERSION:
+        raise ManifestError(where, f"manifest version {data.get('version')!r} is not supported (this is {VERSION})")
+    shards = data.get("shards")
+    if not isinstance(shards, list):
+        raise ManifestError(where, "\"shards\" is not a list")
+    entries = []
+    for number, shard in enumerate(shards):
+        try:
+            entry = ShardEntry(rec=shard["rec"], idx=shard.get("idx"), records=shard["records"],
+                               rec_bytes=shard["rec_bytes"], idx_bytes=shard.get("idx_bytes"))
+        except (KeyError, TypeError) as exc:
+            raise ManifestError(where, f"shard {number}: missing field {exc}") from None
+        _check_entry(entry, number, where)
+        entries.append(entry)
+    manifest = Manifest(tuple(entries))
+    if data.get("records") != manifest.records:
+        raise ManifestError(where, f"\"records\" is {data.get('records')!r} but the shards hold {manifest.records}")
+    return manifest
+
+
+def _check_entry(entry: ShardEntry, number: int, where: str | os.PathLike | None) -> None:
+    for name in (entry.rec, entry.idx):
+        if name is None:
+            continue
+        if not isinstance(name, str) or not name or name.startswith("/") or "://" in name \
+                or ".." in name.replace("\\", "/").split("/"):
+            raise ManifestError(where, f"shard {number}: {name!r} is not a file name inside the manifest's folder")
+    for field in ("records", "rec_bytes"):
+        value = getattr(entry, field)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ManifestError(where, f"shard {number}: {field} must be a non-negative integer, not {value!r}")
+    if (entry.idx is None) != (entry.idx_bytes is None):
+        raise ManifestError(where, f"shard {number}: idx and idx_bytes must both be given or both be null")
