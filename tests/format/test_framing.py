@@ -13,16 +13,6 @@ from mxrec.format import framing
 MAGIC = framing.MAGIC_BYTES
 
 
-
-
-
-
-
-
-
-
-
-
 @pytest.mark.parametrize("payload, layout", [
     (b"", [(0, 0)]),
     (MAGIC + MAGIC + b"ABCDEFGH" + MAGIC, [(1, 0), (2, 0), (2, 8), (3, 0)]),
@@ -83,12 +73,6 @@ def test_record_too_large_is_rejected_before_any_work():
     big = memoryview(np.zeros(framing.MAX_LENGTH + 1, dtype=np.uint8))  # pages never touched
     with pytest.raises(RecordTooLargeError, match="2\\*\\*29 - 1"):
         framing.record_chunks(big)
-
-
-
-
-
-
 
 
 def test_invalid_cflag_and_middle_part_order():

@@ -21,7 +21,6 @@ JPEG = cv2.imencode(".jpg", np.full((8, 8, 3), 200, np.uint8))[1].tobytes()
 PNG = cv2.imencode(".png", np.full((8, 8, 3), 100, np.uint8))[1].tobytes()
 
 
-
 def write_records(path, records, keys=None):
     with RecordWriter(path, index=True) as writer:
         for i, (header, body) in enumerate(records):

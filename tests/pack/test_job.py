@@ -20,19 +20,6 @@ from mxrec.pack.prepare import ImageTransform
 cv2 = pytest.importorskip("cv2")
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
 def test_no_matching_list_is_an_error(tmp_path):
     with pytest.raises(PackError, match=r"no \.lst"):
         pack_prefix(tmp_path / "nothing", tmp_path)

@@ -23,16 +23,10 @@ CLASSES = ["astronaut", "camera", "chelsea", "coffee", "colorwheel", "hubble_dee
            "immunohistochemistry", "retina", "rocket", "stereo_motorcycle"]
 
 
-
-
-
-
 def test_label_file_names_each_folder(photos, tmp_path):
     make_lists(tmp_path / "sub", photos, recursive=True)
     assert read_label_names(tmp_path / "sub.labels") == dict(enumerate(CLASSES))
     assert (tmp_path / "sub.labels").read_text().splitlines()[:2] == ["0\tastronaut", "1\tcamera"]
-
-
 
 
 def test_shuffle_matches_pythons_seeded_shuffle_without_touching_global_random():
