@@ -166,6 +166,19 @@ def test_killed_worker_in_ray_data_map_yields_each_row_once(ray_driver, tmp_path
 
 
 @pytest.mark.slow
+def test_subprocess_driver_uses_driver_env(ray_cluster: LocalRayCluster, tmp_path: Path) -> None:
+    """How a CLI test (``mxrec pack --engine ray``) reaches the cluster: ``driver_env()`` sets ``RAY_ADDRESS`` and
+    the loopback settings, so a plain ``ray.init()`` in the child connects to this cluster and nowhere else."""
+    import_ray()
+    script = "import ray; ray.init(log_to_driver=False); print('CPUS', ray.cluster_resources()['CPU']); ray.shutdown()"
+    result = subprocess.run([sys.executable, "-c", script], env=ray_cluster.driver_env(), capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CPUS 2.0" in result.stdout
+    assert f"Connecting to existing Ray cluster at address: {ray_cluster.address}" in result.stderr
+
+
+@pytest.mark.slow
 def test_stop_leaves_no_process_and_no_temp_dir(ray_cluster: LocalRayCluster) -> None:
     """A second, private cluster next to the session one: it starts (no port clash), and stop() ends exactly its
     own processes (the session cluster keeps running)."""

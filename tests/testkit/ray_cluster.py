@@ -107,7 +107,7 @@ def import_ray() -> ModuleType:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         pytest.skip(f"ray is not installed ({exc}); pip install 'ray[data]' to run the Ray tests")
     if getattr(ray, "__file__", None) is None or not hasattr(ray, "init"):
-        pytest.skip("ray is not installed (only the tests/ray folder was found as a namespace package)")
+        pytest.skip("ray is not installed (`import ray` found only the tests/ray folder); pip install 'ray[data]'")
     return ray
 
 
@@ -254,6 +254,8 @@ def _process_name(pid: int) -> str:
         script = next((a for a in argv[1:] if a.endswith(".py")), None)
         if script:
             return os.path.basename(script)
+        if "-m" in argv[1:-1]:
+            return "-m " + argv[argv.index("-m") + 1]  # e.g. the Ray client server
     return name
 
 
