@@ -571,9 +571,13 @@ class LocalRayCluster:
         for bucket in (is_raylet, others, is_gcs):
             _signal(bucket, signal.SIGTERM)
             _wait_gone(bucket, step)
-        leftovers = [p for p in procs if p.alive()] + [p for p in self.processes() if p not in procs]
-        _signal(leftovers, signal.SIGKILL)
-        survivors = _wait_gone(leftovers, 5.0)
+        for _ in range(3):  # re-scan: a process forked during shutdown must not escape
+            leftovers = {p for p in procs if p.alive()} | set(self.processes())
+            if not leftovers:
+                break
+            _signal(leftovers, signal.SIGKILL)
+            _wait_gone(list(leftovers), 5.0)
+        survivors = sorted({p for p in procs if p.alive()} | set(self.processes()), key=lambda p: p.pid)
         root, self.temp_root = self.temp_root, None
         self._known.clear()
         if not self.keep_temp:
