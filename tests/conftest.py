@@ -11,7 +11,7 @@ import pytest
 from testkit import GOLDEN
 from testkit.cli import run_mxrec
 
-pytest_plugins = ["testkit.fixtures"]
+pytest_plugins = ["testkit.fixtures", "testkit.ray_cluster"]
 
 
 @pytest.fixture

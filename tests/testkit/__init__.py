@@ -6,6 +6,9 @@
 * :mod:`testkit.servers`: real servers on 127.0.0.1 (S3 API via moto, HTTP with ``Range``, WebHDFS), each
   with a request log to count against and fault knobs; :mod:`testkit.fixtures` makes them pytest fixtures.
 * :mod:`testkit.ranks`: real ``torch.distributed`` (gloo) rank processes on loopback.
+* :mod:`testkit.ray_cluster`: a real local Ray cluster on loopback (``ray_cluster``, ``ray_driver``, ``ray_local``
+  fixtures), stopped by its own processes. (The Ray tests live in ``tests/cluster/``: a ``tests/ray`` folder
+  on the path would shadow an uninstalled ``ray``.)
 
 :data:`GOLDEN` is ``tests/data/golden``: files written by real MXNet 1.9.1 (see its README).
 """
