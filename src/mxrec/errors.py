@@ -136,3 +136,7 @@ class ParameterError(MxrecError, ValueError, TypeError):
 
     It is a ``TypeError`` too, as Python raises for an unexpected keyword argument.
     """
+
+
+class ClusterError(MxrecError, ConnectionError):
+    """A compute cluster (Ray) cannot be reached or used: the message names its address."""

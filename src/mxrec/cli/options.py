@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from mxrec.errors import OptionError
 from mxrec.format.idx import KeyType
 
 
@@ -34,3 +35,22 @@ def add_workers(parser: argparse.ArgumentParser, what: str = "threads", default_
 def add_no_progress(parser: argparse.ArgumentParser) -> None:
     """``--no-progress`` (``args.progress`` is then false)."""
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress display")
+
+
+ENGINES = ("local", "ray")
+
+
+def add_engine(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--engine local|ray`` and ``--address`` (the Ray cluster)."""
+    parser.add_argument("--engine", choices=ENGINES, default="local",
+                        help=f"where to {what}: this machine (local, the default) or a Ray cluster (ray; needs "
+                             "pip install 'mxrec[ray]')")
+    parser.add_argument("--address", metavar="HOST:PORT",
+                        help="the Ray cluster for --engine ray (default: RAY_ADDRESS, else a cluster started on "
+                             "this machine, else a new single-machine Ray)")
+
+
+def check_engine(args: argparse.Namespace) -> None:
+    """Refuse ``--address`` without ``--engine ray`` (it would be ignored)."""
+    if args.address is not None and args.engine != "ray":
+        raise OptionError(f"--address {args.address} needs --engine ray")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
-from mxrec.cli.options import add_no_progress, add_prefix_root
+from mxrec.cli.options import add_engine, add_no_progress, add_prefix_root, check_engine
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
 from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="stop with an error (and no output) on any bad image")
     p.add_argument("--shard-size", type=parse_shard_size, metavar="N|SIZE",
                    help="split the output into NAME_00000.rec/.idx, ... of N records or SIZE bytes (512MB, 2GiB)")
+    add_engine(p, "pack (ray: a shard set with a manifest, records identical to a local pack)")
     add_no_progress(p)
 
 
@@ -63,19 +65,30 @@ def report(results: list[PackResult]) -> None:
 
 
 def pack_with_progress(prefix: str, root: str, transform: ImageTransform, *, show: bool = True,
-                       **options: object) -> list[PackResult]:
-    """:func:`mxrec.pack.job.pack_prefix`, with a progress display per ``.lst`` and each skipped image on stderr."""
+                       pack: Callable[..., PackResult] = pack_list, **options: object) -> list[PackResult]:
+    """:func:`mxrec.pack.job.pack_prefix` (or with ``pack``, another engine's ``pack_list``), with a progress
+    display per ``.lst`` and each skipped image on stderr."""
     results = []
     for lst in find_prefix_lists(prefix):
         label = os.path.basename(os.path.splitext(lst)[0]) + ".rec: "
         with Progress(label=label, enabled=show) as bar:
             on_skip = (lambda s, bar=bar: bar.message(f"skipped index {s.index}: {s.reason}")) if show else None
-            results.append(pack_list(lst, root, None, transform, progress=bar, on_skip=on_skip, **options))
+            results.append(pack(lst, root, None, transform, progress=bar, on_skip=on_skip, **options))
     return results
 
 
 def run(args: argparse.Namespace) -> int:
-    report(pack_with_progress(args.prefix, args.root, transform_from_args(args), show=args.progress,
-                              workers=args.num_thread, pack_label=args.pack_label, strict=args.strict,
-                              shard_limit=args.shard_size))
+    check_engine(args)
+    options = {"pack_label": args.pack_label, "strict": args.strict, "shard_limit": args.shard_size}
+    transform = transform_from_args(args)
+    if args.engine == "ray":
+        from mxrec.ray.pack import pack_list_ray  # imported here: everything else works without Ray
+        from mxrec.ray.session import ray_session
+
+        with ray_session(args.address):
+            report(pack_with_progress(args.prefix, args.root, transform, show=args.progress, pack=pack_list_ray,
+                                      **options))
+        return 0
+    report(pack_with_progress(args.prefix, args.root, transform, show=args.progress, workers=args.num_thread,
+                              **options))
     return 0

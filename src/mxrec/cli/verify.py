@@ -11,9 +11,10 @@ OUT and reports what was dropped; the input is never changed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
-from mxrec.cli.options import add_dataset, add_no_progress, add_workers, key_type
+from mxrec.cli.options import add_dataset, add_engine, add_no_progress, add_workers, check_engine, key_type
 from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
@@ -41,16 +42,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
+    add_engine(p, "read and decode the records (ray: the per-record checks as Ray tasks; same report)")
     add_no_progress(p)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_engine(args)
     keys_are = key_type(args)
+    verify = verify_dataset
+    if args.engine == "ray":
+        from mxrec.ray.verify import verify_dataset_ray  # imported here: everything else works without Ray
+
+        verify = functools.partial(verify_dataset_ray, address=args.address)
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
     repair = repair_dataset(args.rec, args.repair, args.idx, keys_are) if args.repair else None
     with Progress(label="decoding: " if args.decode else "reading: ", unit="rec",
                   enabled=args.progress) as bar:
-        report = verify_dataset(
+        report = verify(
             args.rec, args.idx, keys_are, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
             against=args.against, num_classes=args.num_classes, label_kind=args.labels,
             min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance, workers=args.workers,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -29,6 +29,10 @@ from mxrec.io.index import resolve_index, try_read_index
 from mxrec.io.mapping import map_file, release
 
 RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
+#: Another way to gather the facts of a file's intact records (e.g. on a cluster, ``mxrec.ray``):
+#: ``scan(rec_path, spans, keys_by_offset, decode=..., progress=...)`` returns what :func:`scan_contents`
+#: would, meta record marked.
+ContentScan = Callable[..., "list[RecordContent]"]
 
 
 @dataclass(slots=True)
@@ -87,6 +91,19 @@ def _payload(buf: framing.Buffer, span: framing.RecordSpan) -> bytes:
     return framing.decode_record(buf, span.offset)[0]
 
 
+def span_contents(buf: framing.Buffer, spans: Sequence[framing.RecordSpan], first_position: int,
+                  keys_by_offset: dict | None = None, decode: bool = False) -> list[RecordContent]:
+    """One :class:`RecordContent` per span of consecutive intact records, the first at ``first_position``.
+
+    The unit of work of a scan: on a thread of :func:`scan_contents`, or on a cluster (``mxrec.ray``).
+    """
+    found = []
+    for position, span in enumerate(spans, first_position):
+        key = position if keys_by_offset is None else keys_by_offset.get(span.offset)
+        found.append(read_record_content(_payload(buf, span), position, span.offset, key, decode))
+    return found
+
+
 def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: dict | None = None, *,
                   decode: bool = False, workers: int | None = None,
                   progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
@@ -98,12 +115,7 @@ def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_
     workers = available_cores() if workers is None else max(1, workers)
 
     def task(first: int) -> list[RecordContent]:
-        found = []
-        for position in range(first, min(first + RECORDS_PER_TASK, len(spans))):
-            span = spans[position]
-            key = position if keys_by_offset is None else keys_by_offset.get(span.offset)
-            found.append(read_record_content(_payload(buf, span), position, span.offset, key, decode))
-        return found
+        return span_contents(buf, spans[first:first + RECORDS_PER_TASK], first, keys_by_offset, decode)
 
     firsts = range(0, len(spans), RECORDS_PER_TASK)
     batches: dict[int, list[RecordContent]] = {}

@@ -37,7 +37,7 @@ from mxrec.doctor.check_labels import check_balance, check_labels, class_counts,
 from mxrec.doctor.check_leakage import check_duplicates, check_leakage
 from mxrec.doctor.check_lst import check_list
 from mxrec.doctor.check_recordio import check_framing, check_index_entries, check_padding, read_index_check
-from mxrec.doctor.contents import looks_like_image_dataset, offset_keys, read_contents, scan_contents
+from mxrec.doctor.contents import ContentScan, looks_like_image_dataset, offset_keys, read_contents, scan_contents
 from mxrec.doctor.report import Check, Report
 from mxrec.format.idx import KeyType
 from mxrec.io.index import resolve_index
@@ -59,7 +59,8 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
                    lst: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
                    against: str | os.PathLike | None = None, num_classes: int | None = None,
                    label_kind: str = "auto", min_class_samples: int = 5, max_imbalance: float = 10.0,
-                   workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> Report:
+                   workers: int | None = None, progress: Callable[[int, int], None] | None = None,
+                   scan: ContentScan | None = None) -> Report:
     """Run every check on ``rec_path`` (and its ``.idx``, default: beside it, if present); see the module doc.
 
     ``dataset_kind``: ``"auto"``, ``"image"`` (always run the content checks) or
@@ -68,7 +69,9 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
     calling ``progress(done, total)``. ``lst`` (image paths relative to
     ``root``, default: the ``.lst``'s folder) and ``against`` (another ``.rec``)
     add their checks. ``num_classes``, ``label_kind`` (``"auto"``, ``"class"``,
-    ``"value"``), ``min_class_samples`` and ``max_imbalance`` tune the label checks.
+    ``"value"``), ``min_class_samples`` and ``max_imbalance`` tune the label checks. ``scan`` gathers the
+    records' facts elsewhere than on local threads (``mxrec.ray.RayContentScan``: on a cluster); the
+    checks are the same.
     """
     if dataset_kind not in DATASET_KINDS:
         raise ValueError(f"dataset_kind must be one of {DATASET_KINDS}, not {dataset_kind!r}")
@@ -87,7 +90,8 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             report.checks.append(failed if index is None else check_index_entries(index, spans, len(buf)))
             keys = None if index is None else offset_keys(index)
         if dataset_kind != "raw" or lst is not None or against is not None:
-            contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, progress=progress)
+            contents = (scan_contents(buf, spans, keys, decode=decode, workers=workers, progress=progress)
+                        if scan is None else scan(rec_path, spans, keys, decode=decode, progress=progress))
     finally:
         release(buf)
     if contents is None:

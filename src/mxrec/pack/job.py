@@ -117,7 +117,7 @@ def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTran
     return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
 
 
-def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pack_label: bool) -> Outcome:
+def record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pack_label: bool) -> Outcome:
     """:func:`image_record`, or ``(None, why)`` for an image that must be skipped (``why`` names the file)."""
     try:
         return image_record(entry, root, transform, pack_label), None
@@ -125,6 +125,11 @@ def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pa
         return None, str(exc)
     except Exception as exc:  # OpenCV's own errors: one bad image must not stop the job
         return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
+
+
+def strict_stop(lst_path: str, skipped: SkippedImage) -> PackError:
+    """The error that stops a ``strict`` pack at a skipped image."""
+    return PackError(f"{lst_path}: index {skipped.index}: {skipped.reason}; stopping (strict), no output written")
 
 
 @contextlib.contextmanager
@@ -159,7 +164,7 @@ def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pac
     generator (Ctrl-C, an error, ``strict``) cancels the tasks not started and
     waits for those running, a few images each.
     """
-    job = functools.partial(_record_or_reason, root=root, transform=transform, pack_label=pack_label)
+    job = functools.partial(record_or_reason, root=root, transform=transform, pack_label=pack_label)
     if workers <= 1 or transform.pass_through or len(entries) < 2:
         yield from map(job, entries)
         return
@@ -205,8 +210,7 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
             if payload is None:
                 skipped = SkippedImage(entry.index, entry.path, reason or "unknown error")
                 if strict:
-                    raise PackError(f"{lst_path}: index {entry.index}: {skipped.reason}; "
-                                    "stopping (strict), no output written")
+                    raise strict_stop(lst_path, skipped)
                 result.skipped.append(skipped)
                 if on_skip is not None:
                     on_skip(skipped)

@@ -1,0 +1,146 @@
+"""``mxrec pack --engine ray``: a ``.lst`` and its image folder packed on a Ray cluster, as a shard set.
+
+The ``.lst`` is read and checked on the driver (:func:`~mxrec.pack.job.read_pack_list`: bad lines,
+repeated indices and paths leaving the root fail before any image is read), cut into ``blocks`` runs of
+consecutive entries, and each run becomes one write task of a :class:`PackSink`: the task packs each
+image with :func:`~mxrec.pack.job.record_or_reason` -- the very function a local pack uses, so every
+record is byte-identical to a local ``mxrec pack`` of the same image with the same options, and every
+skipped image has the same reason -- and writes the records, keyed by their ``.lst`` index, in ``.lst``
+order, as the sink's shards. The job commits as any :class:`~mxrec.ray.sink.RecordSink` does: shards
+``NAME_00000.rec`` ... in ``.lst`` order and ``NAME.manifest.json`` written last; without ``shard_limit``
+each task writes one shard.
+
+Differences from a local pack: the output is always a shard set (one shard per task, or per
+``shard_limit``); image paths in skip reasons are absolute (the root is made absolute on the driver,
+since workers do not share its working directory); with ``strict`` the job stops at the first bad image
+any task meets, which need not be the first in ``.lst`` order. The image root and the output folder must
+be visible to every node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+from ray.data.block import Block, BlockAccessor
+
+from mxrec.format.lst import ListEntry
+from mxrec.image.codec import opencv
+from mxrec.io.shards import ShardLimit
+from mxrec.pack.job import PackResult, SkippedImage, find_prefix_lists, read_pack_list, record_or_reason, strict_stop
+from mxrec.pack.prepare import ImageTransform
+from mxrec.ray.session import ProgressTally, default_tasks, quiet_ray_data, ray_session, run_reporting
+from mxrec.ray.sink import Notes, RecordSink
+from mxrec.ray.source import split_ranges
+
+_TALLY_EVERY = 16  # images a task packs between two progress reports
+
+
+class PackSink(RecordSink):
+    """A :class:`~mxrec.ray.sink.RecordSink` whose rows are ``.lst`` entries, packed by the write tasks.
+
+    Rows: ``position`` (in the ``.lst``), ``index``, ``labels``, ``path``. Each task reports the images it
+    skipped (``notes["skipped"]``: ``(position, SkippedImage)``) and, with ``strict``, stops the job at
+    the first one with :class:`~mxrec.errors.PackError`.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, lst_path: str, root: str, transform: ImageTransform,
+                 pack_label: bool = False, strict: bool = False, shard_size: ShardLimit | None = None,
+                 tally: Any = None) -> None:
+        super().__init__(path, shard_size=shard_size)
+        self.lst_path = lst_path
+        self.root = root
+        self.transform = transform
+        self.pack_label = pack_label
+        self.strict = strict
+        self.tally = tally
+
+    def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
+        if not self.transform.pass_through:
+            # Ray runs one task per CPU in each worker process: OpenCV's own pool would oversubscribe them.
+            opencv().setNumThreads(1)
+        table = BlockAccessor.for_block(block).to_arrow()
+        skipped = notes.setdefault("skipped", [])
+        unreported = 0
+        columns = (table[name].to_pylist() for name in ("position", "index", "labels", "path"))
+        for position, index, labels, path in zip(*columns, strict=True):
+            entry = ListEntry(index, tuple(labels), path)
+            payload, reason = record_or_reason(entry, self.root, self.transform, self.pack_label)
+            if payload is None:
+                image = SkippedImage(index, path, reason or "unknown error")
+                if self.strict:
+                    raise strict_stop(self.lst_path, image)
+                skipped.append((position, image))
+            else:
+                yield index, payload
+            unreported += 1
+            if self.tally is not None and unreported == _TALLY_EVERY:
+                self.tally.add.remote(unreported)
+                unreported = 0
+        if self.tally is not None and unreported:
+            self.tally.add.remote(unreported)
+
+
+def _entry_blocks(entries: list[ListEntry], blocks: int) -> list[pa.Table]:
+    """The entries as ``blocks`` tables of consecutive ``.lst`` lines."""
+    tables = []
+    for lo, hi in split_ranges(np.ones(len(entries)), blocks):
+        run = entries[lo:hi]
+        tables.append(pa.table({
+            "position": pa.array(range(lo, hi), pa.int64()),
+            "index": pa.array([e.index for e in run], pa.uint64()),
+            "labels": pa.array([list(e.labels) for e in run], pa.list_(pa.float64())),
+            "path": pa.array([e.path for e in run], pa.string()),
+        }))
+    return tables
+
+
+def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: str | os.PathLike | None = None,
+                  transform: ImageTransform | None = None, *, pack_label: bool = False, strict: bool = False,
+                  shard_limit: ShardLimit | None = None, blocks: int | None = None, address: str | None = None,
+                  progress: Callable[[int, int], None] | None = None,
+                  on_skip: Callable[[SkippedImage], None] | None = None) -> PackResult:
+    """:func:`mxrec.pack.job.pack_list` on a Ray cluster (see the module docstring); returns what it wrote.
+
+    ``rec_path`` (default: the ``.lst`` path with ``.rec``) names the shard set: ``NAME_00000.rec`` ... and
+    ``NAME.manifest.json``. ``blocks``: pack tasks (default: 4 per cluster CPU, at most one per image).
+    ``address``: the cluster, if this process is not connected yet (see :func:`~mxrec.ray.ray_session`).
+    ``progress(done, total)`` is called as images are packed; ``on_skip`` for each skipped image, in
+    ``.lst`` order, once the job is done. Raises :class:`~mxrec.errors.PackError` with ``strict`` on a
+    bad image; a failed or interrupted job leaves no manifest and no shard.
+    """
+    lst_path = os.fspath(lst_path)
+    rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
+    transform = transform if transform is not None else ImageTransform()
+    entries = read_pack_list(lst_path)
+    result = PackResult(lst_path, [])
+    with ray_session(address):
+        blocks = blocks or default_tasks()
+        tally = ProgressTally.start() if progress is not None else None
+        sink = PackSink(rec_path, lst_path=lst_path, root=os.path.abspath(root), transform=transform,
+                        pack_label=pack_label, strict=strict, shard_size=shard_limit, tally=tally)
+        dataset = ray.data.from_arrow(_entry_blocks(entries, blocks))
+        with quiet_ray_data():
+            manifest = sink.run(lambda: run_reporting(lambda: dataset.write_datasink(sink), tally, len(entries),
+                                                      progress))
+    skipped = sorted((item for r in sink.returns for item in r.get("skipped", ())), key=lambda item: item[0])
+    result.skipped = [image for _, image in skipped]
+    if on_skip is not None:
+        for image in result.skipped:
+            on_skip(image)
+    folder = os.path.dirname(sink.manifest_path)
+    result.records = manifest.records
+    result.outputs = [(os.path.join(folder, e.rec), os.path.join(folder, e.idx)) for e in manifest.shards]
+    result.manifest = sink.manifest_path
+    return result
+
+
+def pack_prefix_ray(prefix: str | os.PathLike, root: str | os.PathLike, transform: ImageTransform | None = None,
+                    *, address: str | None = None, **options: Any) -> list[PackResult]:
+    """Pack every ``.lst`` matching ``prefix`` on a Ray cluster (:func:`pack_list_ray` options), in one session."""
+    with ray_session(address):
+        return [pack_list_ray(lst, root, None, transform, **options) for lst in find_prefix_lists(prefix)]

@@ -1,0 +1,165 @@
+"""mxrec's image steps as Ray Data ``map_batches`` callables, and feeding the ranks of a training job.
+
+Each callable takes a batch of rows as :func:`~mxrec.ray.read_recordio` gives them (any batch format;
+``batch_format="pyarrow"`` avoids a conversion) and returns the batch with its images processed:
+
+* :class:`DecodeImages`: ``data`` (encoded bytes) -> ``image`` (pixels, HWC, RGB unless ``bgr``), decoded
+  as the training pipelines decode (:func:`~mxrec.image.codec.decode_pixels`).
+* :class:`TransformImages`: ``data`` -> ``data`` through an :class:`~mxrec.pack.prepare.ImageTransform`,
+  im2rec's per-image step (decode, centre crop, resize, re-encode): the bytes a local ``mxrec pack`` of
+  the same images with the same options would store. With :func:`~mxrec.ray.write_recordio` this
+  re-encodes a whole dataset on the cluster.
+* :class:`TrainImages`: ``data`` -> ``image`` as ``mx.io.ImageRecordIter`` prepares a sample: decode, MXNet's
+  default augmenter (:class:`~mxrec.train.augment.AugmentParams`), then mirror, mean, std and dtype
+  (:class:`~mxrec.train.normalize.NormalizeParams`) into a ``(C, H, W)`` array; ``label`` kept. A
+  training-ready dataset.
+
+A record that cannot be processed fails the batch with an error naming its key; Ray Data does not retry
+such errors (a dying worker, however, is retried).
+
+:func:`split_for_ranks` hands the ranks of a data-parallel job one iterator each
+(``Dataset.streaming_split``): every rank gets the same number of rows, as a synchronous training step
+needs. By default (``remainder="drop"``) the at most ``ranks - 1`` rows that do not divide evenly are left
+out of each epoch, as Ray Train does; ``remainder="pad"`` repeats the first rows instead, as PyTorch's
+``DistributedSampler`` does, so that no record is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+from ray.data import DataIterator, Dataset
+from ray.data.block import BlockAccessor
+
+from mxrec.errors import ImageDecodeError, ParameterError
+from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.pack.prepare import ImageTransform
+from mxrec.ray.source import image_column
+from mxrec.train.augment import AugmentParams, DefaultAugmenter
+from mxrec.train.dataiter import AUGMENT_STREAM, check_names, data_shape_of
+from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.transforms.functional import entropy
+from mxrec.transforms.rng import SampleRandom, stream_key
+
+Batch = Any  # a Ray Data batch: dict of numpy arrays, pyarrow Table or pandas DataFrame
+
+
+def batch_table(batch: Batch) -> pa.Table:
+    """Any Ray Data batch as a pyarrow Table."""
+    if isinstance(batch, pa.Table):
+        return batch
+    return BlockAccessor.for_block(BlockAccessor.batch_to_block(batch)).to_arrow()
+
+
+def _named(table: pa.Table) -> list[str]:
+    """How each row is named in errors: ``record KEY`` (or ``row N`` without a key column)."""
+    if "key" in table.column_names:
+        return [f"record {key!r}" for key in table["key"].to_pylist()]
+    return [f"row {n}" for n in range(table.num_rows)]
+
+
+def _column(table: pa.Table, name: str, what: str) -> list:
+    if name not in table.column_names:
+        raise ParameterError(f"{what}: the rows have no {name!r} column (they have {table.column_names})")
+    return table[name].to_pylist()
+
+
+class DecodeImages:
+    """``map_batches`` step: the ``data`` column decoded into an ``image`` column of pixels (``data`` dropped).
+
+    ``channels``: 1 (grey, HW), 3 or 4; RGB(A) unless ``bgr`` (OpenCV's order, as MXNet's records hold).
+    """
+
+    def __init__(self, channels: int = 3, *, bgr: bool = False) -> None:
+        if channels not in (1, 3, 4):
+            raise ParameterError(f"DecodeImages: channels must be 1, 3 or 4, not {channels}")
+        self.channels = channels
+        self.bgr = bgr
+
+    def __call__(self, batch: Batch) -> pa.Table:
+        table = batch_table(batch)
+        images = []
+        for data, name in zip(_column(table, "data", "DecodeImages"), _named(table), strict=True):
+            img = decode_pixels(data, self.channels, what=name)
+            images.append(img if self.bgr else to_rgb(img))
+        return table.drop_columns(["data"]).append_column("image", image_column(images))
+
+
+class TransformImages:
+    """``map_batches`` step: each ``data`` through ``transform`` (im2rec's decode, crop, resize, re-encode)."""
+
+    def __init__(self, transform: ImageTransform) -> None:
+        self.transform = transform
+
+    def __call__(self, batch: Batch) -> pa.Table:
+        table = batch_table(batch)
+        out = [self.transform.apply(data, what=name)
+               for data, name in zip(_column(table, "data", "TransformImages"), _named(table), strict=True)]
+        position = table.column_names.index("data")
+        return table.set_column(position, "data", pa.array(out, pa.binary()))
+
+
+class TrainImages:
+    """``map_batches`` step: encoded images -> training samples, as ``mx.io.ImageRecordIter`` makes them.
+
+    ``data_shape`` is ``(channels, height, width)``; ``params`` are ``ImageRecordIter``'s augmentation and
+    normalisation parameters (``rand_crop``, ``rand_mirror``, ``resize``, ``mean_r``, ``std_r``, ...).
+    Output rows: ``image`` ``(C, H, W)`` of ``dtype``, RGB, and the ``label``, ``key`` and ``id`` columns of
+    the input (those it has). Random choices: with a ``seed``, a pure function of ``(seed, epoch, record
+    id)`` (pass the epoch to get new ones); without, fresh for every batch, hence every epoch.
+    """
+
+    def __init__(self, data_shape: Sequence[int], *, dtype: str = "float32", seed: int | None = None,
+                 epoch: int = 0, **params: Any) -> None:
+        augment_names = AugmentParams.names()
+        normalize_names = tuple(f.name for f in fields(NormalizeParams))
+        check_names(params, (*augment_names, *normalize_names), "TrainImages")
+        self.data_shape = data_shape_of(data_shape)
+        augment = AugmentParams(data_shape=self.data_shape,
+                                **{k: v for k, v in params.items() if k in augment_names and k != "data_shape"})
+        normalize = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
+        self.augmenter = DefaultAugmenter(augment)
+        self.writer = SlotWriter(normalize, self.data_shape[0], dtype)
+        self.random = augment.is_random or normalize.is_random
+        self.seed = seed
+        self.epoch = epoch
+
+    def __call__(self, batch: Batch) -> dict[str, np.ndarray]:
+        table = batch_table(batch)
+        names = _named(table)
+        records = table["id"].to_pylist() if "id" in table.column_names else range(table.num_rows)
+        key = stream_key(AUGMENT_STREAM, *((0, entropy()) if self.seed is None else (1, self.seed)))
+        out = np.empty((table.num_rows, *self.data_shape), self.writer.dtype)
+        for row, (data, name, record) in enumerate(zip(_column(table, "data", "TrainImages"), names, records,
+                                                       strict=True)):
+            rng = SampleRandom(key, self.epoch, record) if self.random else None
+            img = decode_pixels(data, self.data_shape[0], what=name)
+            try:
+                self.writer.write(self.augmenter(img, rng), out[row], rng)
+            except (ParameterError, ImageDecodeError) as exc:  # the augmenter's: say which record
+                raise type(exc)(f"{name}: {exc}") from None
+        kept = [column for column in ("label", "key", "id") if column in table.column_names]
+        return {"image": out, **BlockAccessor.for_block(table.select(kept)).to_batch_format("numpy")}
+
+
+def split_for_ranks(ds: Dataset, ranks: int, *, remainder: Literal["drop", "pad"] = "drop",
+                    locality_hints: list | None = None) -> list[DataIterator]:
+    """One iterator per rank over ``ds``, each with the same number of rows (see the module docstring).
+
+    The iterators must be consumed concurrently (one per training worker). ``remainder="pad"`` needs
+    ``ds.count()``: free right after :func:`~mxrec.ray.read_recordio` (it comes from the ``.idx``), but
+    after a ``map_batches`` it runs the pipeline -- pad the read dataset, then map it.
+    """
+    if ranks < 1:
+        raise ParameterError(f"split_for_ranks: ranks must be >= 1, not {ranks}")
+    if remainder not in ("drop", "pad"):
+        raise ParameterError(f"split_for_ranks: remainder must be 'drop' or 'pad', not {remainder!r}")
+    if remainder == "pad":
+        missing = -ds.count() % ranks
+        if missing:
+            ds = ds.union(ds.limit(missing))
+    return ds.streaming_split(ranks, equal=True, locality_hints=locality_hints)

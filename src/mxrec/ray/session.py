@@ -1,0 +1,175 @@
+"""Connecting to Ray, and what every mxrec job on Ray needs around it.
+
+* :func:`require_ray`: the ``ray`` module, or a one-line :class:`~mxrec.errors.MxrecError` naming the extra.
+* :func:`ray_session`: this process as a driver of the cluster at an address. Ray itself retries an
+  unreachable address for minutes; mxrec first opens a TCP connection to it (a few seconds at most) and
+  raises :class:`~mxrec.errors.ClusterError` naming the address when nothing answers. A session already
+  open in this process (``ray.init`` called by the user) is used as it is.
+* :func:`task_errors`: an mxrec error raised inside a Ray task comes out as itself, not wrapped in Ray's
+  ``RayTaskError`` with a remote traceback (the command line prints it on one line).
+* :func:`run_reporting`: a blocking Ray Data job (``write_datasink``) run while the caller is told how far
+  it got, from a counter actor the tasks add to (:class:`ProgressTally`).
+* :func:`quiet_ray_data`: Ray Data's own progress bars and logs off while mxrec reports through callbacks.
+
+Nothing here imports Ray at module level: this module is what tells the user Ray is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any, TypeVar
+
+from mxrec.errors import ClusterError, MxrecError
+
+T = TypeVar("T")
+
+RAY_EXTRA = "pip install 'mxrec[ray]'"
+TASKS_PER_CPU = 4  # default tasks of a pack or verify job per cluster CPU: evens out slow and fast tasks
+CONNECT_TIMEOUT = 5.0  # seconds to wait for the cluster's address to accept a TCP connection
+_POLL_SECONDS = 0.5  # how often run_reporting asks the tally
+
+
+def require_ray() -> ModuleType:
+    """The ``ray`` module with Ray Data, or :class:`~mxrec.errors.MxrecError` naming the extra to install."""
+    try:
+        import ray
+        import ray.data  # a folder named "ray" on sys.path imports as ray, but has no ray.data
+    except ImportError as exc:
+        raise MxrecError(f"the Ray engine needs Ray Data, which is not installed: {RAY_EXTRA} ({exc})") from None
+    return ray
+
+
+def cluster_host_port(address: str) -> tuple[str, int]:
+    """``(host, port)`` of a Ray address (``HOST:PORT``, ``ray://HOST:PORT``, ``[::1]:PORT``)."""
+    rest = address.split("://", 1)[-1].rstrip("/")
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise ClusterError(f"Ray cluster address {address!r}: expected HOST:PORT (or ray://HOST:PORT, or auto)")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Raise :class:`~mxrec.errors.ClusterError` naming ``address`` unless it accepts a TCP connection."""
+    host, port = cluster_host_port(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ClusterError(f"cannot reach the Ray cluster at {address}: {why} (is it running? `ray start --head` "
+                           "starts one; --address or RAY_ADDRESS names it)") from None
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None) -> Iterator[ModuleType]:
+    """Within the block this process is a Ray driver; yields the ``ray`` module.
+
+    ``address``: the cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto``); ``None`` is Ray's default
+    (``RAY_ADDRESS``, else a cluster started on this machine, else a new single-machine Ray). If this
+    process is already connected, that connection is used and left open; a connection made here is closed
+    at the end of the block.
+    """
+    ray = require_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    target = address or os.environ.get("RAY_ADDRESS")
+    if target and target not in ("auto", "local"):
+        check_reachable(target)
+    try:
+        ray.init(address=address, logging_level=logging.WARNING)
+    except ConnectionError as exc:
+        raise ClusterError(f"cannot connect to the Ray cluster at {target or 'auto'}: {exc}") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def default_tasks() -> int:
+    """How many tasks a pack or verify job is cut into by default: :data:`TASKS_PER_CPU` per cluster CPU."""
+    return TASKS_PER_CPU * max(1, int(require_ray().cluster_resources().get("CPU", 1)))
+
+
+@contextlib.contextmanager
+def task_errors() -> Iterator[None]:
+    """Re-raise an :class:`~mxrec.errors.MxrecError` or ``OSError`` from inside a Ray task as itself."""
+    ray = require_ray()
+    try:
+        yield
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, (MxrecError, OSError)):
+            raise cause from None
+        raise
+
+
+@contextlib.contextmanager
+def quiet_ray_data() -> Iterator[None]:
+    """Within the block Ray Data draws no progress bars and logs only errors: mxrec jobs report progress
+    through callbacks, and the command line draws its own bar."""
+    ctx = require_ray().data.DataContext.get_current()
+    logger = logging.getLogger("ray.data")
+    saved = ctx.enable_progress_bars, logger.level
+    ctx.enable_progress_bars = False
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        ctx.enable_progress_bars = saved[0]
+        logger.setLevel(saved[1])
+
+
+class ProgressTally:
+    """A counter that Ray tasks add to while a job runs (used as an actor: ``ProgressTally.start()``)."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    def add(self, count: int) -> None:
+        self.done += count
+
+    def count(self) -> int:
+        return self.done
+
+    @staticmethod
+    def start() -> Any:
+        """A new tally actor (no CPU reserved: it only counts)."""
+        ray = require_ray()
+        return ray.remote(num_cpus=0)(ProgressTally).remote()
+
+
+def run_reporting(job: Callable[[], T], tally: Any, total: int,
+                  progress: Callable[[int, int], None] | None) -> T:
+    """Run ``job`` (a blocking Ray call) and meanwhile call ``progress(done, total)`` from ``tally``.
+
+    The job runs in a daemon thread so that Ctrl-C reaches the caller at once (Ray Data has no way to
+    cancel a running job: the caller cleans up, and the job's tasks end with the driver process).
+    A retried task counts its work again, so ``done`` is capped at ``total``.
+    """
+    if progress is None:
+        return job()
+    ray = require_ray()
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = job()
+        except BaseException as exc:  # handed to the calling thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="mxrec-ray-job", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(_POLL_SECONDS)
+        progress(min(ray.get(tally.count.remote()), total), total)
+    if "error" in outcome:
+        raise outcome["error"]
+    progress(total, total)
+    return outcome["value"]

@@ -1,0 +1,381 @@
+"""Reading RecordIO datasets into Ray Data: :func:`read_recordio` and its ``Datasource``, :class:`RecordSource`.
+
+What is read: one ``.rec`` or a shard set -- a list of ``.rec`` paths, a glob, a folder, a shard manifest
+(``NAME.manifest.json``), or the ``.rec`` name a sharded pack was given (see :func:`dataset_shards`).
+Rows are the records in dataset order (shard by shard, ``.idx`` order within a shard, as
+:class:`~mxrec.io.reader.RecordReader` gives them):
+
+===========  ===================================================================================
+``key``      the ``.idx`` key (``int64``; ``uint64`` when a key needs it; ``string`` with ``key_type=str``),
+             or the record's position in its shard when the shard has no ``.idx``
+``flag``     ``uint32``, the IRHeader's label count (0: one scalar label)
+``label``    ``float32``; with ``label_width=k > 1`` a ``(k,)`` tensor; with ``label_width=None`` a
+             ``list<float32>`` of every label (one value for a scalar label)
+``id``       ``uint64``, the IRHeader's id (im2rec: the ``.lst`` index); ``id2`` likewise
+``data``     ``binary``, the bytes after the IRHeader (the encoded image)
+``image``    instead of ``data`` with ``decode=True``: ``uint8`` pixels, HWC (HW for one channel), RGB
+             unless ``bgr``; a tensor column (variable-shaped when the images differ in size)
+===========  ===================================================================================
+
+With ``header=False`` the rows are only ``key`` and ``data`` (the whole payload), for records that hold
+no IRHeader. ``label_width`` follows MXNet's ``ImageRecordIter``: every record must hold exactly that
+many labels (a scalar counts as one), else the read fails naming the file and record.
+
+How it is split: a shard with an ``.idx`` is cut by ``.idx`` position ranges of about equal bytes, so one
+large ``.rec`` spreads over the whole cluster; a read task may also cover the end of one shard and the
+start of the next. A shard without an ``.idx`` is read whole by one task, which scans it. The number of
+read tasks is ``override_num_blocks`` (or Ray's choice from the data size); each task yields blocks of at
+most ``DataContext.target_max_block_size`` bytes of records. Row counts come from the ``.idx`` files (or
+a manifest), so ``count()`` is exact without reading a record; only shards with neither are counted by
+reading them. The ``.idx`` files are read once, on the driver, when the dataset is created, and checked
+as :class:`~mxrec.io.reader.RecordReader` checks them (duplicate keys, offsets outside the file).
+
+Every node must see the paths (a shared file system).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import ray
+from ray.data import Dataset
+from ray.data.block import BlockMetadata
+from ray.data.datasource import Datasource, ReadTask
+from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
+
+from mxrec.errors import HeaderError, ManifestError, ParameterError, RecordFormatError
+from mxrec.format import framing
+from mxrec.format.header import label_array, unpack_header
+from mxrec.format.idx import KeyType
+from mxrec.format.manifest import MANIFEST_SUFFIX, manifest_path
+from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.index import resolve_index
+from mxrec.io.mapping import map_file, release
+from mxrec.io.reader import RecordReader
+from mxrec.io.shards import read_manifest
+
+_DEFAULT_BLOCK_BYTES = 128 << 20  # Ray Data's default target_max_block_size
+_INT64_MAX = 2**63 - 1
+_NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
+
+
+@dataclass(frozen=True)
+class ShardRef:
+    """One ``.rec`` of a dataset: its ``.idx`` (None: none), and what its manifest says, if it came from one."""
+
+    rec: str
+    idx: str | None = None
+    records: int | None = None
+    manifest: str | None = None
+
+
+def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[ShardRef]:
+    """The shards that ``paths`` names, in dataset order.
+
+    THE SEAM: until mxrec has one entry point that opens "a dataset" from any path, URL or pattern, this is
+    the one place mxrec.ray resolves local ones; replace its body with that entry point. Accepted: a
+    ``.rec`` (with its ``.idx`` beside it, if there is one), a list of any of these (concatenated), a glob
+    (sorted), a manifest, a folder (its one manifest, else every ``.rec`` in it, sorted), or the ``.rec``
+    name or prefix of a shard set whose manifest is ``NAME.manifest.json``.
+    """
+    if not isinstance(paths, (str, os.PathLike)):
+        found = [shard for path in paths for shard in dataset_shards(path)]
+        if not found:
+            raise FileNotFoundError("read_recordio: an empty list of paths is not a dataset")
+        return found
+    spec = os.fspath(paths)
+    if spec.endswith(MANIFEST_SUFFIX):
+        return _manifest_shards(spec)
+    if glob.has_magic(spec):
+        matches = sorted(p for p in glob.glob(spec) if os.path.isfile(p) and not p.endswith(_NOT_SHARDS))
+        if not matches:
+            raise FileNotFoundError(f"{spec}: no file matches")
+        return [ShardRef(p, resolve_index(p)) for p in matches]
+    if os.path.isdir(spec):
+        manifests = sorted(glob.glob(os.path.join(glob.escape(spec), "*" + MANIFEST_SUFFIX)))
+        if len(manifests) == 1:
+            return _manifest_shards(manifests[0])
+        recs = sorted(glob.glob(os.path.join(glob.escape(spec), "*.rec")))
+        if not recs:
+            raise FileNotFoundError(f"{spec}: a folder with no .rec file (and no single manifest)")
+        return [ShardRef(p, resolve_index(p)) for p in recs]
+    if not os.path.exists(spec) and os.path.exists(manifest_path(spec)):
+        return _manifest_shards(manifest_path(spec))
+    if not os.path.isfile(spec):
+        raise FileNotFoundError(f"{spec}: no such file (nor a manifest {manifest_path(spec)})")
+    return [ShardRef(spec, resolve_index(spec))]
+
+
+def _manifest_shards(path: str) -> list[ShardRef]:
+    manifest = read_manifest(path)
+    folder = os.path.dirname(path)
+    return [ShardRef(os.path.join(folder, e.rec), None if e.idx is None else os.path.join(folder, e.idx),
+                     e.records, path) for e in manifest.shards]
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """A shard as the driver knows it: the ``.idx`` keys and offsets (None: no ``.idx``) and record extents."""
+
+    ref: ShardRef
+    keys: list | None
+    offsets: np.ndarray | None
+    extents: np.ndarray | None  # bytes from each record to the next record start (or the end of the file)
+    size: int
+
+    @property
+    def records(self) -> int | None:
+        return len(self.keys) if self.keys is not None else self.ref.records
+
+
+def _load_shard(ref: ShardRef, key_type: KeyType) -> _Shard:
+    size = os.path.getsize(ref.rec)
+    if ref.idx is None:
+        return _Shard(ref, None, None, None, size)
+    with RecordReader(ref.rec, ref.idx, key_type) as reader:  # the reader's own .idx checks
+        keys, offsets = reader.keys, reader.offsets
+    if ref.records is not None and ref.records != len(keys):
+        raise ManifestError(ref.manifest, f"{ref.rec}: the manifest says {ref.records} records, "
+                                          f"its .idx {ref.idx} lists {len(keys)}")
+    starts = np.unique(offsets)
+    ends = np.append(starts[1:], size)
+    extents = ends[np.searchsorted(starts, offsets)] - offsets
+    return _Shard(ref, keys, offsets, extents, size)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Part of one shard that a read task reads: ``.idx`` entries, or (keys and offsets None) all of it."""
+
+    rec: str
+    keys: list | None
+    offsets: np.ndarray | None
+    records: int | None = None  # what a manifest promises for a whole shard read without an .idx
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """How records become rows (see the module docstring for the columns)."""
+
+    key_type: pa.DataType
+    header: bool = True
+    label_width: int | None = 1
+    decode: bool = False
+    channels: int = 3
+    bgr: bool = False
+
+    def __post_init__(self) -> None:
+        if self.label_width is not None and self.label_width < 1:
+            raise ParameterError(f"label_width must be >= 1 or None (every label), not {self.label_width}")
+        if self.decode and not self.header:
+            raise ParameterError("decode=True needs header=True: the image is what follows the IRHeader")
+
+    def block(self, recs: list[str], keys: list, payloads: list[bytes]) -> pa.Table:
+        """The rows of these records (``recs[i]`` names the file of record ``i`` in errors)."""
+        columns: dict[str, pa.Array] = {"key": pa.array(keys, self.key_type)}
+        if not self.header:
+            columns["data"] = pa.array(payloads, pa.binary())
+            return pa.table(columns)
+        flags, ids, id2s, labels, data = [], [], [], [], []
+        for rec, key, payload in zip(recs, keys, payloads, strict=True):
+            try:
+                header, start = unpack_header(payload)
+            except HeaderError as exc:
+                raise HeaderError(f"{rec}: record {key!r}: {exc}") from None
+            values = label_array(header)
+            if self.label_width is not None and values.size != self.label_width:
+                raise ParameterError(f"{rec}: record {key!r} holds {values.size} label(s) but label_width is "
+                                     f"{self.label_width} (label_width=None reads every label)")
+            flags.append(header.flag)
+            ids.append(header.id)
+            id2s.append(header.id2)
+            labels.append(values)
+            data.append(payload[start:])
+        columns["flag"] = pa.array(flags, pa.uint32())
+        columns["label"] = self._labels(labels)
+        columns["id"] = pa.array(ids, pa.uint64())
+        columns["id2"] = pa.array(id2s, pa.uint64())
+        if self.decode:
+            columns["image"] = image_column([self._decode(d, rec, key) for d, rec, key in zip(data, recs, keys,
+                                                                                             strict=True)])
+        else:
+            columns["data"] = pa.array(data, pa.binary())
+        return pa.table(columns)
+
+    def _labels(self, labels: list[np.ndarray]) -> pa.Array:
+        if self.label_width == 1:
+            return pa.array(np.array([v[0] for v in labels], np.float32))
+        if self.label_width is not None:
+            return ArrowTensorArray.from_numpy(np.stack(labels) if labels else np.empty((0, self.label_width),
+                                                                                        np.float32))
+        lengths = np.fromiter((v.size for v in labels), np.int32, len(labels))
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int32)]).astype(np.int32))
+        values = pa.array(np.concatenate(labels) if labels else np.empty(0, np.float32), pa.float32())
+        return pa.ListArray.from_arrays(offsets, values)
+
+    def _decode(self, data: bytes, rec: str, key: object) -> np.ndarray:
+        img = decode_pixels(data, self.channels, what=f"{rec}: record {key!r}")
+        return img if self.bgr else to_rgb(img)
+
+
+def image_column(images: list[np.ndarray]) -> pa.Array:
+    """Images as a Ray tensor column: fixed-shape when all have one shape, else variable-shaped."""
+    if images and all(img.shape == images[0].shape and img.dtype == images[0].dtype for img in images):
+        return ArrowTensorArray.from_numpy(np.stack(images))
+    holder = np.empty(len(images), object)
+    holder[:] = images
+    return ArrowVariableShapedTensorArray.from_numpy(holder)
+
+
+def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -> Iterator[pa.Table]:
+    """The rows of ``pieces`` in order, in blocks of about ``block_bytes`` of records (a read task's body)."""
+    recs: list[str] = []
+    keys: list = []
+    payloads: list[bytes] = []
+    held = 0
+    for piece in pieces:
+        buf = map_file(piece.rec)
+        try:
+            if piece.offsets is None:
+                offsets = framing.record_offsets(buf, path=piece.rec)
+                if piece.records is not None and piece.records != len(offsets):
+                    raise ManifestError(None, f"{piece.rec}: holds {len(offsets)} records, its manifest says "
+                                              f"{piece.records}")
+                piece_keys: Iterable = range(len(offsets))
+            else:
+                offsets, piece_keys = piece.offsets.tolist(), piece.keys
+            for key, offset in zip(piece_keys, offsets, strict=True):
+                try:
+                    payload = framing.decode_record(buf, offset, piece.rec)[0]
+                except RecordFormatError as exc:
+                    raise RecordFormatError(piece.rec, offset, f"record {key!r}: {exc.reason}") from None
+                recs.append(piece.rec)
+                keys.append(key)
+                payloads.append(payload)
+                held += len(payload)
+                if held >= block_bytes:
+                    yield row_format.block(recs, keys, payloads)
+                    recs, keys, payloads, held = [], [], [], 0
+        finally:
+            release(buf)
+    if payloads:
+        yield row_format.block(recs, keys, payloads)
+
+
+def split_ranges(sizes: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """Cut positions ``0..len(sizes)`` into ``min(parts, len(sizes))`` non-empty ranges of about equal bytes."""
+    count = min(parts, len(sizes))
+    if count <= 0:
+        return []
+    total = np.cumsum(sizes, dtype=np.float64)
+    targets = total[-1] * np.arange(1, count) / count
+    cuts = (np.searchsorted(total, targets, side="left") + 1).tolist()
+    bounds = [0]
+    for k, cut in enumerate(cuts, 1):
+        bounds.append(min(max(cut, bounds[-1] + 1), len(sizes) - (count - k)))
+    bounds.append(len(sizes))
+    return list(itertools.pairwise(bounds))
+
+
+class RecordSource(Datasource):
+    """A Ray Data ``Datasource`` over a RecordIO dataset (see the module docstring); use :func:`read_recordio`.
+
+    The ``.idx`` files are read here, once, on the driver; :meth:`get_read_tasks` (which Ray calls several
+    times) only cuts ranges. Each read task carries just its own keys and offsets.
+    """
+
+    def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, key_type: KeyType = int,
+                 header: bool = True, label_width: int | None = 1, decode: bool = False, channels: int = 3,
+                 bgr: bool = False) -> None:
+        super().__init__()
+        self._shards = [_load_shard(ref, key_type) for ref in dataset_shards(paths)]
+        if key_type is str:
+            arrow_key = pa.string()
+        else:
+            largest = max((max(s.keys, default=0) for s in self._shards if s.keys is not None), default=0)
+            arrow_key = pa.uint64() if largest > _INT64_MAX else pa.int64()
+        self.row_format = RowFormat(arrow_key, header, label_width, decode, channels, bgr)
+
+    @property
+    def shards(self) -> list[ShardRef]:
+        """The shards read, in dataset order."""
+        return [shard.ref for shard in self._shards]
+
+    def count(self) -> int | None:
+        """Records in the dataset, from the ``.idx`` files and manifest (None if a shard has neither)."""
+        counts = [shard.records for shard in self._shards]
+        return None if None in counts else sum(counts)
+
+    def estimate_inmemory_data_size(self) -> int:
+        return int(sum(int(s.extents.sum()) if s.extents is not None else s.size for s in self._shards))
+
+    def get_name(self) -> str:
+        return "RecordIO"
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
+                       data_context: object | None = None) -> list[ReadTask]:
+        context = data_context if data_context is not None else ray.data.DataContext.get_current()
+        block_bytes = getattr(context, "target_max_block_size", None) or _DEFAULT_BLOCK_BYTES
+        plans = self._plan(parallelism)
+        tasks = []
+        for pieces, rows, size in plans:
+            metadata = BlockMetadata(num_rows=rows, size_bytes=int(size), exec_stats=None,
+                                     input_files=tuple(dict.fromkeys(p.rec for p in pieces)))
+            read_fn = functools.partial(read_pieces, pieces, self.row_format, block_bytes)
+            tasks.append(ReadTask(read_fn, metadata, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+    def _plan(self, parallelism: int) -> list[tuple[list[_Piece], int | None, int]]:
+        """``(pieces, rows or None, bytes)`` per read task, in dataset order."""
+        whole = [n for n, s in enumerate(self._shards) if s.keys is None]
+        indexed = [n for n, s in enumerate(self._shards) if s.keys is not None]
+        planned: list[tuple[int, int, list[_Piece], int | None, int]] = []  # (first shard, first position, ...)
+        for n in whole:
+            shard = self._shards[n]
+            planned.append((n, 0, [_Piece(shard.ref.rec, None, None, shard.ref.records)], shard.ref.records,
+                            shard.size))
+        if indexed:
+            starts = np.cumsum([0] + [len(self._shards[n].keys) for n in indexed])
+            sizes = np.concatenate([self._shards[n].extents for n in indexed])
+            for lo, hi in split_ranges(sizes, max(1, parallelism - len(whole))):
+                pieces = []
+                first = int(np.searchsorted(starts, lo, side="right")) - 1
+                for k in range(first, len(indexed)):
+                    begin, end = max(lo, int(starts[k])), min(hi, int(starts[k + 1]))
+                    if begin >= end:
+                        if starts[k] >= hi:
+                            break
+                        continue
+                    shard = self._shards[indexed[k]]
+                    a, b = begin - int(starts[k]), end - int(starts[k])
+                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], shard.offsets[a:b].copy()))
+                planned.append((indexed[first], lo - int(starts[first]), pieces, hi - lo,
+                                int(sizes[lo:hi].sum())))
+        planned.sort(key=lambda plan: (plan[0], plan[1]))
+        return [(pieces, rows, size) for _, _, pieces, rows, size in planned]
+
+
+def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
+                  override_num_blocks: int | None = None, key_type: KeyType = int, header: bool = True,
+                  label_width: int | None = 1, decode: bool = False, channels: int = 3, bgr: bool = False,
+                  ray_remote_args: dict | None = None, concurrency: int | None = None) -> Dataset:
+    """A Ray Dataset of the records of ``paths`` (one ``.rec`` or a shard set; see the module docstring).
+
+    ``override_num_blocks``: the number of read tasks (default: Ray's choice from the data size); each
+    yields one block, or more when it holds more than ``DataContext.target_max_block_size`` bytes.
+    ``key_type``: ``int`` or ``str`` ``.idx`` keys. ``header=False``: rows are ``key`` and the whole
+    payload as ``data``. ``label_width``: labels per record (MXNet's rule), ``None`` for all of them.
+    ``decode``: an ``image`` column of pixels (``channels`` 1, 3 or 4; RGB unless ``bgr``) instead of
+    ``data``. ``ray_remote_args`` and ``concurrency`` go to ``ray.data.read_datasource``.
+    """
+    source = RecordSource(paths, key_type=key_type, header=header, label_width=label_width, decode=decode,
+                          channels=channels, bgr=bgr)
+    return ray.data.read_datasource(source, override_num_blocks=override_num_blocks,
+                                    ray_remote_args=ray_remote_args, concurrency=concurrency)
