@@ -123,10 +123,19 @@ class TrainImages:
                                 **{k: v for k, v in params.items() if k in augment_names and k != "data_shape"})
         normalize = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
         self.augmenter = DefaultAugmenter(augment)
-        self.writer = SlotWriter(normalize, self.data_shape[0], dtype)
+        self.writer = SlotWriter(normalize, self.data_shape[0], dtype)  # per-thread scratch: made again by workers
         self.random = augment.is_random or normalize.is_random
         self.seed = seed
         self.epoch = epoch
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["writer"] = (self.writer.params, self.writer.channels, self.writer.dtype)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.writer = SlotWriter(*state["writer"])
 
     def __call__(self, batch: Batch) -> dict[str, np.ndarray]:
         table = batch_table(batch)

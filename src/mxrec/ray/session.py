@@ -99,7 +99,11 @@ def default_tasks() -> int:
 
 @contextlib.contextmanager
 def task_errors() -> Iterator[None]:
-    """Re-raise an :class:`~mxrec.errors.MxrecError` or ``OSError`` from inside a Ray task as itself."""
+    """Re-raise an :class:`~mxrec.errors.MxrecError` or ``OSError`` raised by a Ray task as itself.
+
+    (An error raised inside a ``map_batches`` function stays wrapped in Ray's ``UserCodeException``: Ray
+    keeps only the text of the original there.)
+    """
     ray = require_ray()
     try:
         yield

@@ -157,17 +157,34 @@ class RecordSink(Datasink):
             raise FileNotFoundError(f"{self.staging}: the staging folder of this write is gone")
         base = os.path.join(self.staging, f"{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}.rec")
         notes: Notes = {}
-        writer: RecordWriter | ShardedWriter
-        writer = ShardedWriter(base, self.limit) if self.limit else RecordWriter(base, index=True, atomic=True)
-        with writer:
+        writer: RecordWriter | ShardedWriter | None = None
+        try:
             for block in blocks:
                 for key, payload in self.records(block, notes):
+                    if writer is None:
+                        writer = self._open(base, key)
                     writer.write(payload, key)
-        if isinstance(writer, ShardedWriter):
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is None:
+            shards = []
+        elif isinstance(writer, ShardedWriter):
+            writer.close()
             shards = [(e.rec, e.idx, e.records) for e in read_manifest(writer.manifest_path).shards]
         else:
+            writer.close()
             shards = [(os.path.basename(writer.path), os.path.basename(writer.index_path), len(writer))]
         return {"task": ctx.task_idx, "shards": shards, **notes}
+
+    def _open(self, base: str, first_key: object) -> RecordWriter | ShardedWriter:
+        """The writer of one task, for keys of the first key's type (strings, else integers)."""
+        if self.limit is None:
+            return RecordWriter(base, index=True, key_type=str if isinstance(first_key, str) else int, atomic=True)
+        if isinstance(first_key, str):
+            raise OptionError(f"write_recordio: shard_size needs integer keys, not strings like {first_key!r}")
+        return ShardedWriter(base, self.limit)
 
     def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
         """``(key, payload)`` for each row of ``block``; subclasses may add what they report to ``notes``."""
@@ -177,8 +194,6 @@ class RecordSink(Datasink):
                                  f"{sorted(batch)}")
         data = batch["data"]
         keys = batch.get("key")
-        if keys is not None and self.limit is not None and keys.dtype.kind not in "iu":
-            raise OptionError(f"write_recordio: shard_size needs integer keys, the key column is {keys.dtype}")
         with_header = self.header if self.header is not None else "label" in batch
         labels, flags, ids, id2s = (batch.get(name) for name in ("label", "flag", "id", "id2"))
         for row in range(len(data)):

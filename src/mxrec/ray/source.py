@@ -333,33 +333,48 @@ class RecordSource(Datasource):
         return tasks
 
     def _plan(self, parallelism: int) -> list[tuple[list[_Piece], int | None, int]]:
-        """``(pieces, rows or None, bytes)`` per read task, in dataset order."""
-        whole = [n for n, s in enumerate(self._shards) if s.keys is None]
-        indexed = [n for n, s in enumerate(self._shards) if s.keys is not None]
+        """``(pieces, rows or None, bytes)`` per read task, in dataset order.
+
+        Shards without an ``.idx`` get a task each; the rest of ``parallelism`` is shared among the runs of
+        consecutive shards with one, by bytes, and each run is cut into ranges that may cross its shards.
+        """
         planned: list[tuple[int, int, list[_Piece], int | None, int]] = []  # (first shard, first position, ...)
-        for n in whole:
-            shard = self._shards[n]
-            planned.append((n, 0, [_Piece(shard.ref.rec, None, None, shard.ref.records)], shard.ref.records,
-                            shard.size))
-        if indexed:
-            starts = np.cumsum([0] + [len(self._shards[n].keys) for n in indexed])
-            sizes = np.concatenate([self._shards[n].extents for n in indexed])
-            for lo, hi in split_ranges(sizes, max(1, parallelism - len(whole))):
-                pieces = []
-                first = int(np.searchsorted(starts, lo, side="right")) - 1
-                for k in range(first, len(indexed)):
-                    begin, end = max(lo, int(starts[k])), min(hi, int(starts[k + 1]))
-                    if begin >= end:
-                        if starts[k] >= hi:
-                            break
-                        continue
-                    shard = self._shards[indexed[k]]
-                    a, b = begin - int(starts[k]), end - int(starts[k])
-                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], shard.offsets[a:b].copy()))
-                planned.append((indexed[first], lo - int(starts[first]), pieces, hi - lo,
-                                int(sizes[lo:hi].sum())))
+        runs: list[list[int]] = []
+        for n, shard in enumerate(self._shards):
+            if shard.keys is None:
+                planned.append((n, 0, [_Piece(shard.ref.rec, None, None, shard.ref.records)], shard.ref.records,
+                                shard.size))
+            elif runs and runs[-1][-1] == n - 1:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+        sizes = [np.concatenate([self._shards[n].extents for n in run]) for run in runs]
+        total = sum(int(s.sum()) for s in sizes) or 1
+        budget = max(len(runs), parallelism - len(planned))
+        for run, run_sizes in zip(runs, sizes, strict=True):
+            parts = max(1, round(budget * int(run_sizes.sum()) / total))
+            planned += self._plan_run(run, run_sizes, parts)
         planned.sort(key=lambda plan: (plan[0], plan[1]))
         return [(pieces, rows, size) for _, _, pieces, rows, size in planned]
+
+    def _plan_run(self, run: list[int], sizes: np.ndarray,
+                  parts: int) -> list[tuple[int, int, list[_Piece], int | None, int]]:
+        """Read tasks over consecutive indexed shards ``run`` (``sizes``: their record extents, in order)."""
+        starts = np.cumsum([0] + [len(self._shards[n].keys) for n in run])
+        planned = []
+        for lo, hi in split_ranges(sizes, parts):
+            pieces = []
+            first = int(np.searchsorted(starts, lo, side="right")) - 1
+            for k in range(first, len(run)):
+                if starts[k] >= hi:
+                    break
+                begin, end = max(lo, int(starts[k])), min(hi, int(starts[k + 1]))
+                if begin < end:
+                    shard = self._shards[run[k]]
+                    a, b = begin - int(starts[k]), end - int(starts[k])
+                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], shard.offsets[a:b].copy()))
+            planned.append((run[first], lo - int(starts[first]), pieces, hi - lo, int(sizes[lo:hi].sum())))
+        return planned
 
 
 def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
