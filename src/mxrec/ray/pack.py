@@ -85,10 +85,10 @@ class PackSink(RecordSink):
             self.tally.add.remote(unreported)
 
 
-def _entry_blocks(entries: list[ListEntry], blocks: int) -> list[pa.Table]:
-    """The entries as ``blocks`` tables of consecutive ``.lst`` lines."""
+def _entry_blocks(entries: list[ListEntry], ranges: list[tuple[int, int]]) -> list[pa.Table]:
+    """The entries as tables of consecutive ``.lst`` lines, one per ``(first, stop)`` range."""
     tables = []
-    for lo, hi in split_ranges(np.ones(len(entries)), blocks):
+    for lo, hi in ranges:
         run = entries[lo:hi]
         tables.append(pa.table({
             "position": pa.array(range(lo, hi), pa.int64()),
@@ -107,7 +107,8 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
     """:func:`mxrec.pack.job.pack_list` on a Ray cluster (see the module docstring); returns what it wrote.
 
     ``rec_path`` (default: the ``.lst`` path with ``.rec``) names the shard set: ``NAME_00000.rec`` ... and
-    ``NAME.manifest.json``. ``blocks``: pack tasks (default: 4 per cluster CPU, at most one per image).
+    ``NAME.manifest.json``. ``blocks``: pack tasks (default: 4 per cluster CPU, at most one per image; with
+    a ``shard_limit`` of N records, one task per N images, so that the shards are a local pack's).
     ``address``: the cluster, if this process is not connected yet (see :func:`~mxrec.ray.ray_session`).
     ``progress(done, total)`` is called as images are packed; ``on_skip`` for each skipped image, in
     ``.lst`` order, once the job is done. Raises :class:`~mxrec.errors.PackError` with ``strict`` on a
@@ -119,11 +120,15 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
     entries = read_pack_list(lst_path)
     result = PackResult(lst_path, [])
     with ray_session(address):
-        blocks = blocks or default_tasks()
+        if blocks is None and shard_limit is not None and shard_limit.records is not None:
+            size = shard_limit.records  # one full shard per task: the shards of a local pack
+            ranges = [(lo, min(lo + size, len(entries))) for lo in range(0, len(entries), size)]
+        else:
+            ranges = split_ranges(np.ones(len(entries)), blocks or default_tasks())
         tally = ProgressTally.start() if progress is not None else None
         sink = PackSink(rec_path, lst_path=lst_path, root=os.path.abspath(root), transform=transform,
                         pack_label=pack_label, strict=strict, shard_size=shard_limit, tally=tally)
-        dataset = ray.data.from_arrow(_entry_blocks(entries, blocks))
+        dataset = ray.data.from_arrow(_entry_blocks(entries, ranges))
         with quiet_ray_data():
             manifest = sink.run(lambda: run_reporting(lambda: dataset.write_datasink(sink), tally, len(entries),
                                                       progress))

@@ -73,7 +73,8 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     ``address``: the cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto``); ``None`` is Ray's default
     (``RAY_ADDRESS``, else a cluster started on this machine, else a new single-machine Ray). If this
     process is already connected, that connection is used and left open; a connection made here is closed
-    at the end of the block.
+    at the end of the block. SIGTERM then ends the process as ``SystemExit`` (Ray's driver handler), so
+    cleanup code runs as for Ctrl-C.
     """
     ray = require_ray()
     if ray.is_initialized():
@@ -83,11 +84,17 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     if target and target not in ("auto", "local"):
         check_reachable(target)
     try:
-        ray.init(address=address, logging_level=logging.WARNING)
+        # Errors of tasks come back as exceptions; the workers' own output is not streamed to this process.
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except ConnectionError as exc:
         raise ClusterError(f"cannot connect to the Ray cluster at {target or 'auto'}: {exc}") from None
     try:
         yield ray
+    except (KeyboardInterrupt, SystemExit):
+        # Ctrl-C or SIGTERM (Ray's driver turns it into SystemExit): the interrupted job's executor thread
+        # would report the shutdown below as errors, tracebacks included. The user asked for the stop.
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+        raise
     finally:
         ray.shutdown()
 
@@ -116,13 +123,14 @@ def task_errors() -> Iterator[None]:
 
 @contextlib.contextmanager
 def quiet_ray_data() -> Iterator[None]:
-    """Within the block Ray Data draws no progress bars and logs only errors: mxrec jobs report progress
-    through callbacks, and the command line draws its own bar."""
+    """Within the block Ray Data draws no progress bars and logs nothing below CRITICAL: mxrec jobs report
+    progress through callbacks (the command line draws its own bar), and a failed task's error reaches the
+    caller as an exception, which Ray Data would also log with its remote traceback."""
     ctx = require_ray().data.DataContext.get_current()
     logger = logging.getLogger("ray.data")
     saved = ctx.enable_progress_bars, logger.level
     ctx.enable_progress_bars = False
-    logger.setLevel(logging.ERROR)
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
