@@ -11,14 +11,15 @@ OUT and reports what was dropped; the input is never changed.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
+from collections.abc import Callable
 
 from mxrec.cli.options import add_dataset, add_engine, add_no_progress, add_workers, check_engine, key_type
 from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
 from mxrec.doctor.repair import repair_dataset
+from mxrec.doctor.report import Report
 from mxrec.doctor.verify import DATASET_KINDS, verify_dataset
 
 HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"
@@ -48,12 +49,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_engine(args)
-    keys_are = key_type(args)
-    verify = verify_dataset
     if args.engine == "ray":
-        from mxrec.ray.verify import verify_dataset_ray  # imported here: everything else works without Ray
+        from mxrec.ray.session import ray_session  # imported here: everything else works without Ray
+        from mxrec.ray.verify import verify_dataset_ray
 
-        verify = functools.partial(verify_dataset_ray, address=args.address)
+        with ray_session(args.address):  # connected (or told why not) before any work
+            return check(args, verify_dataset_ray)
+    return check(args, verify_dataset)
+
+
+def check(args: argparse.Namespace, verify: Callable[..., Report]) -> int:
+    """Run the checks with ``verify`` (the local or the Ray engine's) and print the report."""
+    keys_are = key_type(args)
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
     repair = repair_dataset(args.rec, args.repair, args.idx, keys_are) if args.repair else None
     with Progress(label="decoding: " if args.decode else "reading: ", unit="rec",
