@@ -131,6 +131,8 @@ def pack_rounds(clusters: dict[int, LocalRayCluster], photos: Path, lst: Path, w
         tools["im2rec.py, 2 threads"] = lambda: run(
             [mxnet_python, im2rec, *PACK_OPTIONS, "--num-thread", "2", str(fresh(work / "im2rec", lst)),
              str(photos)])
+    tools["mxrec pack, local, 1 thread"] = lambda: run(
+        [*mxrec, "-j", "1", str(fresh(work / "local1", lst)), str(photos)], env)
     tools["mxrec pack, local, 2 threads"] = lambda: run(
         [*mxrec, "-j", "2", str(fresh(work / "local", lst)), str(photos)], env)
     for cpus, cluster in clusters.items():
@@ -190,27 +192,25 @@ def read_rounds(clusters: dict[int, LocalRayCluster], rec: Path, rounds: int) ->
         times["read, RecordReader (1 thread)"].append(timed(read_local))
         times["decode, decode_pixels (1 thread)"].append(timed(decode_local))
     for cpus, cluster in clusters.items():
-        read_name, decode_name = f"read, read_recordio to driver, {cpus} CPU", f"decode, read_recordio, {cpus} CPU"
-        times[read_name], times[decode_name] = [], []
         with connect(cluster, logging_level=logging.WARNING) as ray:
             quiet(ray)
 
-            def read_ray() -> None:
-                ds = read_recordio(rec)
+            def read_ray(blocks: int | None) -> None:
+                ds = read_recordio(rec, override_num_blocks=blocks)
                 sum(batch["data"].nbytes for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"))
 
-            def decode_ray() -> None:
+            def decode_ray(blocks: int | None) -> None:
                 # Images decoded and counted on the cluster: only the counts come to the driver. (No
                 # Dataset.sum: its aggregator actor wants a CPU that a busy 1-CPU cluster never frees.)
-                ds = read_recordio(rec, decode=True).map_batches(lambda t: {"n": [t.num_rows]},
-                                                                 batch_format="pyarrow")
+                ds = read_recordio(rec, decode=True, override_num_blocks=blocks).map_batches(
+                    lambda t: {"n": [t.num_rows]}, batch_format="pyarrow")
                 sum(int(n) for batch in ds.iter_batches(batch_size=None) for n in batch["n"])
 
-            read_ray()  # the workers start here
-            decode_ray()
-            for _ in range(rounds):
-                times[read_name].append(timed(read_ray))
-                times[decode_name].append(timed(decode_ray))
+            read_ray(None)  # the workers start here
+            for blocks, how in ((None, "Ray's blocks"), (4 * cpus, f"{4 * cpus} blocks")):
+                for kind, job in (("read", read_ray), ("decode", decode_ray)):
+                    name = f"{kind}, read_recordio, {cpus} CPU, {how}"
+                    times[name] = [timed(lambda job=job, blocks=blocks: job(blocks)) for _ in range(rounds)]
     return times
 
 
@@ -233,7 +233,8 @@ def main() -> None:
         run([sys.executable, "-m", "mxrec", "list", "--recursive", str(work / "photos"), str(photos)], env)
         lst = work / "photos.lst"
         count = sum(1 for _ in lst.open())
-        print(f"{count} photos in {photos}; {os.cpu_count()} CPUs here; {args.rounds} rounds; seconds")
+        print(f"{count} photos in {photos}; {os.cpu_count()} CPUs here, load average {os.getloadavg()[0]:.1f}; "
+              f"{args.rounds} rounds; seconds")
 
         clusters: dict[int, LocalRayCluster] = {}
         try:
@@ -265,7 +266,8 @@ def main() -> None:
             shutil.copy(work / "local" / "data.idx", work / "read.idx")
             size = (work / "read.rec").stat().st_size
             reads = read_rounds(clusters, work / "read.rec", args.rounds)
-            print(f"\n3. reading the packed .rec ({size / 1e6:.0f} MB, {count} records)")
+            print(f"\n3. reading the packed .rec ({size / 1e6:.0f} MB, {count} records; read = records to the driver, "
+                  "decode = every image decoded and counted where it is read)")
             base = {"read": min(reads["read, RecordReader (1 thread)"]),
                     "decode": min(reads["decode, decode_pixels (1 thread)"])}
             for name, times in reads.items():
@@ -314,6 +316,7 @@ def main() -> None:
         finally:
             for cluster in clusters.values():
                 cluster.stop()
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f} (other work on this machine shares its cores)")
 
 
 if __name__ == "__main__":

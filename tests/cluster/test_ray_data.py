@@ -145,6 +145,7 @@ def test_file_without_idx_is_scanned_by_one_task(mray, golden):
     with RecordReader(rec) as reader:
         assert reader.index_path is None
         assert [(r["key"], r["data"]) for r in ds.take_all()] == list(enumerate(reader))
+    assert [r["key"] for r in mray.read_recordio(rec, header=False, key_type=str).take(3)] == ["0", "1", "2"]
 
 
 def test_decoded_images(mray, im2rec):
@@ -226,6 +227,7 @@ def test_a_killed_write_task_is_retried_and_each_record_written_once(mray, ray_m
     marker = tmp_path / "crashed"
     ds = mray.read_recordio(rec, override_num_blocks=2).map_batches(
         _crash_on_key, fn_kwargs={"marker": str(marker), "key": expected[40][0]}, batch_size=None)
+    (tmp_path / "out").mkdir()
     manifest = mray.write_recordio(ds, tmp_path / "out" / "set.rec")
     assert marker.exists(), "no worker was killed: the test proves nothing"
     assert manifest.records == 50

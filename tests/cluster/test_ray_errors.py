@@ -96,3 +96,17 @@ def test_cli_unreachable_address_and_misused_address(im2rec, tmp_path):
         "`ray start --head` starts one; --address or RAY_ADDRESS names it)",
         f"mxrec pack: error: --address {address} needs --engine ray"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sub.lst"]
+
+
+def test_urls_and_missing_output_folders_are_refused_up_front(tmp_path):
+    import_ray()
+    from mxrec.errors import OptionError
+    from mxrec.ray import RecordSink, RecordSource
+
+    with pytest.raises(OptionError, match=r"s3://bucket/train\.rec: read_recordio reads paths every node sees"):
+        RecordSource("s3://bucket/train.rec")
+    with pytest.raises(FileNotFoundError, match=r"no such file \(nor a manifest .*nothing\.manifest\.json\)"):
+        RecordSource(tmp_path / "nothing.rec")
+    with pytest.raises(FileNotFoundError, match=rf"{tmp_path / 'missing'}: no such folder"):
+        RecordSink(tmp_path / "missing" / "out.rec").on_write_start()
+    assert list(tmp_path.iterdir()) == []

@@ -92,6 +92,9 @@ class RecordSink(Datasink):
     # -- on the driver ---------------------------------------------------------------------------------------
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
+        folder = os.path.dirname(self.staging)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{folder}: no such folder (for {self.rec_path})")
         os.makedirs(self.staging, exist_ok=True)
 
     def on_write_complete(self, write_result: WriteResult) -> None:
@@ -202,12 +205,12 @@ class RecordSink(Datasink):
             if not with_header:
                 yield key, body
                 continue
-            label = 0.0 if labels is None else header_label(labels[row], None if flags is None else flags[row], key)
+            label = 0.0 if labels is None else _header_label(labels[row], None if flags is None else flags[row], key)
             header = IRHeader(0, label, 0 if ids is None else int(ids[row]), 0 if id2s is None else int(id2s[row]))
             yield key, pack(header, body)
 
 
-def header_label(value: object, flag: object, key: object) -> float | np.ndarray:
+def _header_label(value: object, flag: object, key: object) -> float | np.ndarray:
     """The label to pack: a scalar when the value is one, or one value with ``flag`` 0; else a float32 array."""
     if np.ndim(value) == 0:
         return float(value)

@@ -50,7 +50,7 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
 
-from mxrec.errors import HeaderError, ManifestError, ParameterError, RecordFormatError
+from mxrec.errors import HeaderError, ManifestError, OptionError, ParameterError, RecordFormatError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import KeyType
@@ -91,6 +91,9 @@ def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> li
             raise FileNotFoundError("read_recordio: an empty list of paths is not a dataset")
         return found
     spec = os.fspath(paths)
+    if "://" in spec:
+        raise OptionError(f"{spec}: read_recordio reads paths every node sees (a local or shared file system); "
+                          "URLs are not supported here yet")
     if spec.endswith(MANIFEST_SUFFIX):
         return _manifest_shards(spec)
     if glob.has_magic(spec):
@@ -248,7 +251,8 @@ def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -
                 if piece.records is not None and piece.records != len(offsets):
                     raise ManifestError(None, f"{piece.rec}: holds {len(offsets)} records, its manifest says "
                                               f"{piece.records}")
-                piece_keys: Iterable = range(len(offsets))
+                positions = range(len(offsets))  # keys of a shard without an .idx, as RecordReader's
+                piece_keys: Iterable = map(str, positions) if row_format.key_type == pa.string() else positions
             else:
                 offsets, piece_keys = piece.offsets.tolist(), piece.keys
             for key, offset in zip(piece_keys, offsets, strict=True):
@@ -302,16 +306,6 @@ class RecordSource(Datasource):
             largest = max((max(s.keys, default=0) for s in self._shards if s.keys is not None), default=0)
             arrow_key = pa.uint64() if largest > _INT64_MAX else pa.int64()
         self.row_format = RowFormat(arrow_key, header, label_width, decode, channels, bgr)
-
-    @property
-    def shards(self) -> list[ShardRef]:
-        """The shards read, in dataset order."""
-        return [shard.ref for shard in self._shards]
-
-    def count(self) -> int | None:
-        """Records in the dataset, from the ``.idx`` files and manifest (None if a shard has neither)."""
-        counts = [shard.records for shard in self._shards]
-        return None if None in counts else sum(counts)
 
     def estimate_inmemory_data_size(self) -> int:
         return int(sum(int(s.extents.sum()) if s.extents is not None else s.size for s in self._shards))
