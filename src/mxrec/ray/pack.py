@@ -33,7 +33,7 @@ from mxrec.image.codec import opencv
 from mxrec.io.shards import ShardLimit
 from mxrec.pack.job import PackResult, SkippedImage, find_prefix_lists, read_pack_list, record_or_reason, strict_stop
 from mxrec.pack.prepare import ImageTransform
-from mxrec.ray.session import ProgressTally, default_tasks, quiet_ray_data, ray_session, run_reporting
+from mxrec.ray.session import ProgressTally, default_tasks, job_context, ray_session, run_reporting
 from mxrec.ray.sink import Notes, RecordSink
 from mxrec.ray.source import split_ranges
 
@@ -128,8 +128,8 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
         tally = ProgressTally.start() if progress is not None else None
         sink = PackSink(rec_path, lst_path=lst_path, root=os.path.abspath(root), transform=transform,
                         pack_label=pack_label, strict=strict, shard_size=shard_limit, tally=tally)
-        dataset = ray.data.from_arrow(_entry_blocks(entries, ranges))
-        with quiet_ray_data():
+        with job_context():
+            dataset = ray.data.from_arrow(_entry_blocks(entries, ranges))
             manifest = sink.run(lambda: run_reporting(lambda: dataset.write_datasink(sink), tally, len(entries),
                                                       progress))
     skipped = sorted((item for r in sink.returns for item in r.get("skipped", ())), key=lambda item: item[0])

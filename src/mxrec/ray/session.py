@@ -9,7 +9,7 @@
   ``RayTaskError`` with a remote traceback (the command line prints it on one line).
 * :func:`run_reporting`: a blocking Ray Data job (``write_datasink``) run while the caller is told how far
   it got, from a counter actor the tasks add to (:class:`ProgressTally`).
-* :func:`quiet_ray_data`: Ray Data's own progress bars and logs off while mxrec reports through callbacks.
+* :func:`job_context`: Ray Data set up for mxrec's own jobs (quiet, every CPU used).
 
 Nothing here imports Ray at module level: this module is what tells the user Ray is missing.
 """
@@ -122,20 +122,27 @@ def task_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def quiet_ray_data() -> Iterator[None]:
-    """Within the block Ray Data draws no progress bars and logs nothing below CRITICAL: mxrec jobs report
-    progress through callbacks (the command line draws its own bar), and a failed task's error reaches the
-    caller as an exception, which Ray Data would also log with its remote traceback."""
+def job_context() -> Iterator[None]:
+    """Ray Data set up for one of mxrec's own jobs (pack, write) within the block, as it was afterwards.
+
+    * No progress bars, no log lines below CRITICAL: mxrec jobs report progress through callbacks (the
+      command line draws its own bar), and a failed task's error reaches the caller as an exception,
+      which Ray Data would also log with its remote traceback.
+    * No per-operator resource reservation: it keeps one stage of a pipeline from starving the next,
+      but mxrec's jobs are one stage (the write fuses with its input), and with it Ray Data ran a single
+      task at a time on a 2-CPU cluster.
+    """
     ctx = require_ray().data.DataContext.get_current()
     logger = logging.getLogger("ray.data")
-    saved = ctx.enable_progress_bars, logger.level
+    saved = ctx.enable_progress_bars, ctx.op_resource_reservation_enabled, logger.level
     ctx.enable_progress_bars = False
+    ctx.op_resource_reservation_enabled = False
     logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        ctx.enable_progress_bars = saved[0]
-        logger.setLevel(saved[1])
+        ctx.enable_progress_bars, ctx.op_resource_reservation_enabled = saved[:2]
+        logger.setLevel(saved[2])
 
 
 class ProgressTally:
