@@ -287,21 +287,23 @@ def main() -> None:
             fixed = max(tenth - per_image * (count // 10) - tasks * min(costs["task"]), 0.0)
             per_task = min(costs["task"])
             local = min(packs["mxrec pack, local, 2 threads"])
-            cold = min(starts) + costs["connect"][0] + costs["first job"][0]
+            command_line = min(packs["mxrec pack --engine ray, 2 CPU"]) - min(warm[2])  # start, connect, workers
+            cold = min(starts) + command_line
             print("\n4. model: fixed part + 4 tasks per CPU x cost per task / CPUs + images x cost per image / CPUs")
             print(f"   from the 1-CPU cluster: fixed part {fixed:.2f} s, {per_task * 1000:.0f} ms per task, "
                   f"{per_image * 1000:.2f} CPU-ms per image (local pack here: {local * 2 / count * 1000:.2f} "
                   f"CPU-ms per image on 2 threads, start-up included)")
             print(f"   measured 1 -> 2 CPUs (warm): {min(warm[1]):.2f} s -> {min(warm[2]):.2f} s, "
                   f"x{min(warm[1]) / min(warm[2]):.2f}")
-            print(f"   a cluster started for the job adds ~{cold:.1f} s here (start, connect, workers)")
+            print(f"   the command line adds {command_line:.1f} s (Python, connecting, starting workers); a cluster "
+                  f"started for the job {cold:.1f} s")
 
             def expected(images: int, cpus: int) -> float:
                 return fixed + 4 * per_task + per_image * images / cpus
 
             for cpus in (1, 2, 16, 64):
                 print(f"   {cpus:3d} CPUs: these {count} photos ~{expected(count, cpus):6.1f} s "
-                      f"({count / expected(count, cpus):6.0f} img/s); ImageNet-1k (1.28M images) "
+                      f"({count / expected(count, cpus):6.0f} img/s); 1.28M photos like these "
                       f"~{expected(1_281_167, cpus) / 60:6.1f} min")
             local_per_image = local / count  # wall seconds per image of this machine's local pack
             for cpus in (16, 64):
@@ -309,10 +311,10 @@ def main() -> None:
                 if gain <= 0:
                     print(f"   {cpus:3d} CPUs never beat this machine's local pack by this model")
                     continue
-                warm_n = math.ceil((fixed + 4 * per_task) / gain)
-                cold_n = math.ceil((fixed + 4 * per_task + cold) / gain)
-                print(f"   {cpus:3d} CPUs beat this machine's local pack from ~{warm_n} images (running cluster), "
-                      f"~{cold_n} images (cluster started for the job)")
+                break_even = [math.ceil((fixed + 4 * per_task + extra) / gain) for extra in (0, command_line, cold)]
+                print(f"   {cpus:3d} CPUs beat this machine's local pack from ~{break_even[0]} images (a driver "
+                      f"already connected), ~{break_even[1]} (the command line, cluster running), "
+                      f"~{break_even[2]} (cluster started for the job)")
         finally:
             for cluster in clusters.values():
                 cluster.stop()
