@@ -42,17 +42,10 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]  # this checkout's mxrec, and the tests' cluster launcher
 
+from bench_pack import find_im2rec  # noqa: E402  (benchmarks/ is this script's folder)
 from testkit.ray_cluster import LocalRayCluster, connect  # noqa: E402
 
 PACK_OPTIONS = ["--resize", "256", "--quality", "95"]
-
-
-def find_im2rec(mxnet_python: str) -> str:
-    explicit = os.environ.get("MXREC_BENCH_IM2REC")
-    if explicit:
-        return explicit
-    code = "import mxnet, os; print(os.path.join(os.path.dirname(mxnet.__file__), 'tools', 'im2rec.py'))"
-    return subprocess.run([mxnet_python, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def quiet(ray: ModuleType) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,27 +41,35 @@ from mxrec.ray.source import split_ranges
 _TALLY_EVERY = 16  # images a task packs between two progress reports
 
 
+@dataclass(frozen=True)
+class PackJob:
+    """What every pack task does with its ``.lst`` entries (sent to the tasks with the sink)."""
+
+    lst_path: str
+    root: str
+    transform: ImageTransform
+    pack_label: bool = False
+    strict: bool = False
+
+
 class PackSink(RecordSink):
     """A :class:`~mxrec.ray.sink.RecordSink` whose rows are ``.lst`` entries, packed by the write tasks.
 
     Rows: ``position`` (in the ``.lst``), ``index``, ``labels``, ``path``. Each task reports the images it
-    skipped (``notes["skipped"]``: ``(position, SkippedImage)``) and, with ``strict``, stops the job at
-    the first one with :class:`~mxrec.errors.PackError`.
+    skipped (``notes["skipped"]``: ``(position, SkippedImage)``) and, with ``job.strict``, stops the job
+    at the first one with :class:`~mxrec.errors.PackError`. ``tally``: a
+    :class:`~mxrec.ray.session.ProgressTally` the tasks report packed images to.
     """
 
-    def __init__(self, path: str | os.PathLike, *, lst_path: str, root: str, transform: ImageTransform,
-                 pack_label: bool = False, strict: bool = False, shard_size: ShardLimit | None = None,
+    def __init__(self, path: str | os.PathLike, job: PackJob, *, shard_size: ShardLimit | None = None,
                  tally: Any = None) -> None:
         super().__init__(path, shard_size=shard_size)
-        self.lst_path = lst_path
-        self.root = root
-        self.transform = transform
-        self.pack_label = pack_label
-        self.strict = strict
+        self.job = job
         self.tally = tally
 
     def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
-        if not self.transform.pass_through:
+        job = self.job
+        if not job.transform.pass_through:
             # Ray runs one task per CPU in each worker process: OpenCV's own pool would oversubscribe them.
             opencv().setNumThreads(1)
         table = BlockAccessor.for_block(block).to_arrow()
@@ -69,11 +78,11 @@ class PackSink(RecordSink):
         columns = (table[name].to_pylist() for name in ("position", "index", "labels", "path"))
         for position, index, labels, path in zip(*columns, strict=True):
             entry = ListEntry(index, tuple(labels), path)
-            payload, reason = record_or_reason(entry, self.root, self.transform, self.pack_label)
+            payload, reason = record_or_reason(entry, job.root, job.transform, job.pack_label)
             if payload is None:
                 image = SkippedImage(index, path, reason or "unknown error")
-                if self.strict:
-                    raise strict_stop(self.lst_path, image)
+                if job.strict:
+                    raise strict_stop(job.lst_path, image)
                 skipped.append((position, image))
             else:
                 yield index, payload
@@ -126,8 +135,8 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
         else:
             ranges = split_ranges(np.ones(len(entries)), blocks or default_tasks())
         tally = ProgressTally.start() if progress is not None else None
-        sink = PackSink(rec_path, lst_path=lst_path, root=os.path.abspath(root), transform=transform,
-                        pack_label=pack_label, strict=strict, shard_size=shard_limit, tally=tally)
+        job = PackJob(lst_path, os.path.abspath(root), transform, pack_label, strict)
+        sink = PackSink(rec_path, job, shard_size=shard_limit, tally=tally)
         with job_context():
             dataset = ray.data.from_arrow(_entry_blocks(entries, ranges))
             manifest = sink.run(lambda: run_reporting(lambda: dataset.write_datasink(sink), tally, len(entries),
