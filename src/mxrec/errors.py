@@ -119,6 +119,10 @@ class ManifestError(MxrecError, ValueError):
         super().__init__(f"{self.path if self.path is not None else '<manifest>'}: {reason}")
 
 
+class OutputPathError(MxrecError, OSError):
+    """An output path that cannot be written: a directory, or a file in a folder that does not exist."""
+
+
 class UnsafePathError(MxrecError, ValueError):
     """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
 

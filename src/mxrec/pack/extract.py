@@ -106,6 +106,8 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     real_root = os.path.realpath(out_dir)
     stem = os.path.splitext(os.path.basename(rec_path))[0]
     result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
+    if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
+        raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
     entries: list[ListEntry] = []
     used: set[str] = set()
     with RecordReader(rec_path, index=idx_path) as reader:
