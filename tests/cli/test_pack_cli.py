@@ -38,7 +38,7 @@ def test_pack_strict_fails_and_lenient_reports(mxrec_cli, im2rec, tmp_path):
     assert strict.returncode == 2 and "bad.jpg" in strict.stderr and "empty file" in strict.stderr
     assert not (tmp_path / "d.rec").exists()
     lenient = mxrec_cli("pack", tmp_path / "d", tmp_path)
-    assert lenient.returncode == 0
+    assert lenient.returncode == 1  # the output is complete for the rest, but the input was damaged
     assert "1 records, 1 skipped" in lenient.stdout and "skipped index 1: " in lenient.stderr
     assert f"{tmp_path / 'bad.jpg'}: empty file" in lenient.stderr
 
@@ -48,6 +48,7 @@ def test_pack_refuses_a_list_leaving_the_root(mxrec_cli, tmp_path):
     (tmp_path / "d.lst").write_text("0\t0.000000\t../../etc/passwd\n")
     done = mxrec_cli("pack", tmp_path / "d", tmp_path / "root")
     assert done.returncode == 2 and "line 1" in done.stderr and "outside" in done.stderr
+    assert f"leads outside the image root {str(tmp_path / 'root')!r}" in done.stderr  # the root given, not '.'
 
 
 def test_pack_without_lists_is_an_error(mxrec_cli, tmp_path):

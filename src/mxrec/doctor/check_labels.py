@@ -13,8 +13,9 @@ every class; given the class ids of its companion set (``companion_ids``, from
 ``mxrec verify --against``) the ids need only be contiguous over both. :func:`check_balance` (a warning) reports
 class counts, the imbalance ratio and classes with very few records.
 
-An InsightFace-style meta record (position 0, index ranges as label, no image)
-is not a sample and is left out.
+The header and identity records of an InsightFace face set (key ranges as
+labels, no image; see :mod:`mxrec.format.insightface`) are not samples and
+are left out.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ LABEL_KINDS = ("auto", "class", "value")
 
 
 def labelled_records(contents: list[RecordContent]) -> list[RecordContent]:
-    """The records that are samples with labels (header present, not the meta record)."""
-    return [c for c in contents if c.labels is not None and not c.meta]
+    """The records that are samples with labels (header present, not an InsightFace header or identity record)."""
+    return [c for c in contents if c.labels is not None and not c.layout_record]
 
 
 def resolve_label_kind(records: list[RecordContent], kind: str = "auto") -> str:

@@ -24,8 +24,9 @@ from mxrec.image.codec import opencv, require_simplejpeg
 from mxrec.image.headers import Shape, image_shape, truncation
 from mxrec.image.signatures import image_format
 
-#: What can be wrong with an image's bytes.
-FAULT_KINDS = ("empty", "zero-size", "truncated", "corrupt")
+#: What can be wrong with an image's bytes. ``unrecognised``: bytes in no known image format (a text file
+#: named ``.jpg``, stored by pass-through packing); with ``decode`` only when OpenCV cannot decode them either.
+FAULT_KINDS = ("empty", "zero-size", "truncated", "corrupt", "unrecognised")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,9 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     if shape is not None and (shape[0] == 0 or shape[1] == 0):
         return ImageFacts(fmt, shape, "zero-size", f"header declares a {shape[1]}x{shape[0]} image")
     if not decode:
+        if fmt == "other":
+            return ImageFacts(fmt, None, "unrecognised", f"{len(data)} bytes in no known image format (they start "
+                              f"{bytes(data[:8])!r}); --decode tries OpenCV on them")
         return ImageFacts(fmt, shape)
     if fmt == "jpeg":
         try:
@@ -62,6 +66,9 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     if fmt == "png" and truncation(data):
         return ImageFacts(fmt, shape, "truncated", "PNG ends before its IEND chunk")
     pixels = opencv().imdecode(np.frombuffer(data, np.uint8), -1)
+    if pixels is None and fmt == "other":
+        return ImageFacts(fmt, shape, "unrecognised", f"{len(data)} bytes in no known image format (they start "
+                          f"{bytes(data[:8])!r}), and OpenCV cannot decode them")
     if pixels is None:
         return ImageFacts(fmt, shape, "corrupt", f"OpenCV cannot decode these {len(data)} bytes")
     height, width = pixels.shape[:2]
