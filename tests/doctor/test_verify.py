@@ -227,3 +227,19 @@ def test_cli_string_keys_and_bad_input(golden, tmp_path, mxrec_cli):
     assert missing.returncode == 2 and "nope.lst" in missing.stderr
     in_place = mxrec_cli("verify", strkeys, "--str-keys", "--repair", strkeys)
     assert in_place.returncode == 2 and "never changes its input" in in_place.stderr
+
+
+def test_an_outlying_class_id_is_named_by_record(tmp_path):
+    """57 among 0..9 without --num-classes: the record holding it is named, not only 'ids not contiguous'."""
+    rec = tmp_path / "d.rec"
+    payloads = [pack(IRHeader(0, key % 10, key, 0), clean_jpeg(key)) for key in range(30)]
+    payloads[17] = pack(IRHeader(0, 57, 17, 0), clean_jpeg(17))
+    payloads[18] = pack(IRHeader(0, 10, 18, 0), clean_jpeg(18))  # 10 is next to 0..9: not an outlier
+    rec.write_bytes(b"".join(framing.encode_record(p) for p in payloads))
+    labels = verify_dataset(rec).check("labels")
+    assert {p.where: p.what for p in labels.problems} == {
+        17: "class id 57 lies far above the others (the next lower id in use is 10): a wrong label? "
+            "(--num-classes sets the range of ids)"}
+    assert labels.details["num_classes"] == 11 and labels.details["outlying_class_ids"] == [57]
+    given = verify_dataset(rec, num_classes=58).check("labels")  # the range is given: 11..56 are missing ids
+    assert [p.where for p in given.problems] == ["labels 11..56"]
