@@ -180,18 +180,17 @@ class VerificationDataset(Dataset):
     which unpickles safely); images ``2k`` and ``2k + 1`` form pair ``k`` and
     ``ds.issame[k]`` (a bool tensor) says whether they show one person. Keep
     ``DataLoader(shuffle=False)`` so the embeddings come back in pair order.
+    Transforms from :mod:`mxrec.transforms` work as in the other datasets.
     """
 
     def __init__(self, path: str | os.PathLike, *, image_size: tuple[int, int] | None = None,
                  transform: Callable | None = None) -> None:
-        loaded = load_verification_set(path, image_size)
-        self.images = loaded.images
-        self.issame = torch.from_numpy(loaded.issame)
+        self.verification = load_verification_set(path, image_size)
+        self.issame = torch.from_numpy(self.verification.issame)
         self.transform = transform
 
     def __len__(self) -> int:
-        return len(self.images)
+        return 2 * len(self.verification)
 
     def __getitem__(self, i: int) -> Any:
-        image = self.images[i]
-        return image if self.transform is None else self.transform(image)
+        return _apply(self.transform, self.verification.images[i], SampleRandom(_TRANSFORM_STREAM, 0, 0, i))

@@ -54,29 +54,31 @@ def test_a_failed_write_through_a_symlink_leaves_the_target_untouched(tmp_path):
     assert not partials(tmp_path)
 
 
-def test_writing_to_a_fifo_goes_straight_into_it(tmp_path):
-    fifo = tmp_path / "pipe.idx"
-    os.mkfifo(fifo)
-    received = []
-    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
-    reader.start()
-    write_index(fifo, [3, 4], [0, 32])
-    reader.join(timeout=10)
-    assert received == ["3\t0\n4\t32\n"]
-    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not partials(tmp_path)
-
-
-def test_record_writer_streams_into_a_fifo(tmp_path):
-    fifo = tmp_path / "stream.rec"
+def read_fifo_while(fifo, write) -> bytes:
+    """Make ``fifo``, read it on a thread while ``write()`` writes into it, and return what came through."""
     os.mkfifo(fifo)
     received = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
     reader.start()
-    with RecordWriter(fifo, atomic=True) as writer:
-        writer.write(b"abc")
+    write()
     reader.join(timeout=10)
-    assert received and len(received[0]) == 12 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
-    assert not partials(tmp_path)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not partials(fifo.parent)
+    return received[0] if received else b"(nothing: the FIFO was never opened)"
+
+
+def test_writing_to_a_fifo_goes_straight_into_it(tmp_path):
+    fifo = tmp_path / "pipe.idx"
+    assert read_fifo_while(fifo, lambda: write_index(fifo, [3, 4], [0, 32])) == b"3\t0\n4\t32\n"
+
+
+def test_record_writer_streams_into_a_fifo(tmp_path):
+    fifo = tmp_path / "stream.rec"
+
+    def write() -> None:
+        with RecordWriter(fifo, atomic=True) as writer:
+            writer.write(b"abc")
+
+    assert len(read_fifo_while(fifo, write)) == 12
 
 
 def test_a_directory_is_refused_with_a_clear_message(tmp_path):

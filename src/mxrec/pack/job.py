@@ -207,6 +207,16 @@ def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pac
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _take_note(note: ImageNote, notes: list[ImageNote], callback: Callable[[ImageNote], None] | None,
+               strict: bool, lst_path: str) -> None:
+    """Keep ``note`` and pass it to ``callback``; with ``strict`` stop the job instead."""
+    if strict:
+        raise PackError(f"{lst_path}: index {note.index}: {note.reason}; stopping (strict), no output written")
+    notes.append(note)
+    if callback is not None:
+        callback(note)
+
+
 def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: str | os.PathLike | None = None,
               transform: ImageTransform | None = None, *, workers: int = 1, pack_label: bool = False,
               strict: bool = False, shard_limit: ShardLimit | None = None,
@@ -238,23 +248,13 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
     with writer, contextlib.closing(results):  # closing stops the workers on any error or Ctrl-C
         for done, (entry, (payload, reason)) in enumerate(zip(entries, results, strict=True), 1):
             if payload is None:
-                skipped = ImageNote(entry.index, entry.path, reason or "unknown error")
-                if strict:
-                    raise PackError(f"{lst_path}: index {entry.index}: {skipped.reason}; "
-                                    "stopping (strict), no output written")
-                result.skipped.append(skipped)
-                if on_skip is not None:
-                    on_skip(skipped)
+                note = ImageNote(entry.index, entry.path, reason or "unknown error")
+                _take_note(note, result.skipped, on_skip, strict, lst_path)
             else:
                 problem = not_an_image(payload) if transform.pass_through else None
                 if problem is not None:
                     note = ImageNote(entry.index, entry.path, f"{resolve_list_path(root, entry.path)}: {problem}")
-                    if strict:
-                        raise PackError(f"{lst_path}: index {entry.index}: {note.reason}; "
-                                        "stopping (strict), no output written")
-                    result.not_images.append(note)
-                    if on_warning is not None:
-                        on_warning(note)
+                    _take_note(note, result.not_images, on_warning, strict, lst_path)
                 writer.write(payload, key=entry.index)
             if progress is not None:
                 progress(done, len(entries))
