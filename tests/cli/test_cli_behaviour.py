@@ -207,3 +207,8 @@ def test_stats_and_preview_show_class_names_from_the_labels_file(clean, tmp_path
     other = tmp_path / "other.labels"
     write_label_names(other, {0: "zero"})
     assert re.search(r"label +0 \(zero\):", mxrec_cli("stats", clean, "--labels", other, "--no-progress").stdout)
+
+
+def test_the_old_meaning_of_labels_gets_a_pointer_to_label_kind(clean, mxrec_cli):
+    result = mxrec_cli("stats", clean, "--labels", "class", "--no-progress")
+    assert result.returncode == 2 and "what the labels are is --label-kind class" in result.stderr

@@ -93,3 +93,23 @@ def test_info_of_an_inconsistent_face_set_says_so_and_exits_1(tmp_path, mxrec_cl
     assert info.layout.problem.endswith("(and 1 more problems: mxrec verify lists them)")
     result = mxrec_cli("info", files.rec)
     assert result.returncode == 1 and "InsightFace face set, inconsistent" in result.stdout
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_stats_preview_and_extract_see_the_faces_only(tmp_path, writer, mxrec_cli):
+    from mxrec.doctor.preview import contact_sheet
+    from mxrec.doctor.stats import dataset_stats
+    from mxrec.io.lists import read_list
+
+    files = make_face_set(tmp_path / "set", [3, 1, 4, 2], writer=writer)
+    stats = dataset_stats(files.rec)
+    assert stats.labelled == 10 and stats.class_counts == {0: 3, 1: 1, 2: 4, 3: 2}
+    assert stats.formats == {"jpeg": 10}
+    _, shown = contact_sheet(files.rec, count=50)
+    assert shown == list(range(1, 11))  # every face, no header or identity record
+    result = mxrec_cli("preview", files.rec, "-o", tmp_path / "faces.png")
+    assert result.returncode == 0 and result.stderr == ""
+    done = mxrec_cli("extract", files.rec, tmp_path / "out")
+    assert done.returncode == 0 and "wrote 10 files" in done.stdout
+    entries = read_list(tmp_path / "out" / "train.lst")
+    assert [(e.index, e.path.split("/")[0]) for e in entries] == [(k, str(files.label_of(k))) for k in range(1, 11)]

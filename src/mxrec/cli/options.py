@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.errors import MxrecError
 from mxrec.format.idx import KeyType
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names
@@ -71,6 +72,9 @@ def add_label_names(parser: argparse.ArgumentParser, beside: bool = True) -> Non
 def label_names(args: argparse.Namespace, beside: bool = True) -> dict[int, str] | None:
     """The class names ``--labels`` names, or (``beside``) those of the ``.labels`` file beside the ``.rec``."""
     if args.labels:
+        if args.labels in LABEL_KINDS and not os.path.exists(args.labels):
+            raise MxrecError(f"--labels {args.labels}: --labels names a .labels file now; what the labels are is "
+                             f"--label-kind {args.labels}")
         return read_label_names(args.labels)
     candidate = os.path.splitext(args.rec)[0] + LABELS_SUFFIX
     if beside and os.path.isfile(candidate):

@@ -18,11 +18,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mxrec.errors import HeaderError, ImageDecodeError, MxrecError
+from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
 from mxrec.io.atomic import atomic_open
+from mxrec.io.insightface import read_face_set
 from mxrec.io.reader import RecordReader
 
 CAPTION_HEIGHT = 22
@@ -117,11 +118,23 @@ def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
     return sheet
 
 
+def sample_records(reader: RecordReader) -> list[int]:
+    """The positions a sample is drawn from: every record, or an InsightFace face set's faces only."""
+    try:
+        faces = read_face_set(reader)
+    except LayoutError:  # an inconsistent face set: show what is there (mxrec verify says what is wrong)
+        faces = None
+    return list(range(len(reader))) if faces is None else faces.positions.tolist()
+
+
 def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, *,
                   keys: Sequence[object] | None = None, count: int = 16, seed: int = 0, tile: int = 160,
                   columns: int | None = None, key_type: KeyType = int, label_names: dict[int, str] | None = None,
                   on_fault: Callable[[object, str], None] | None = None) -> tuple[np.ndarray, list]:
     """``(sheet, keys shown)``: the records with ``keys`` (default: ``count`` sampled with ``seed``) as a grid.
+
+    The sample is drawn from the samples of the dataset: an InsightFace face
+    set's faces (:func:`~mxrec.io.insightface.read_face_set`), else every record.
 
     Keys are ``.idx`` keys (default ``.idx``: beside the file), or positions
     when there is none. Raises :class:`~mxrec.errors.RecordKeyError` for a key
@@ -133,8 +146,11 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
         if reader.damage is not None and on_fault is not None:
             on_fault(f"byte {reader.damage.offset}", reader.damage.reason)
-        positions = (sample_positions(len(reader), count, seed) if keys is None
-                     else [reader.position(k) for k in keys])
+        if keys is None:
+            samples = sample_records(reader)
+            positions = [samples[i] for i in sample_positions(len(samples), count, seed)]
+        else:
+            positions = [reader.position(k) for k in keys]
         if not positions:
             raise MxrecError(f"{reader.path}: no records to show")
         tiles = []

@@ -1,8 +1,9 @@
 """Whether an image's bytes are sound: :func:`inspect_image` classifies them as sound or as one of :data:`FAULT_KINDS`.
 
 Without decoding only the headers are read (:mod:`mxrec.image.headers`),
-microseconds per image, which finds empty and zero-size images and damaged
-headers. With ``decode=True`` the bytes are decoded completely, the only way
+microseconds per image, which finds empty and zero-size images, damaged
+headers, and bytes in no known image format (``unrecognised``: a text file
+stored by pass-through packing). With ``decode=True`` the bytes are decoded completely, the only way
 to see damage inside the compressed data. JPEGs are then decoded with
 simplejpeg (libjpeg-turbo, the decoder inside OpenCV and MXNet too) in strict
 mode, which turns every libjpeg warning ("Corrupt JPEG data: ...",

@@ -70,17 +70,18 @@ def read_face_set(reader: RecordReader, layout: str = "auto") -> FaceSet | None:
     if layout == "plain":
         return None
     where = reader.index_path or reader.path
-    keys = KeyPositions(reader)
-    header_at = keys.positions([HEADER_KEY])[0]
+    usable = reader.index_path is not None and all(type(k) is int for k in reader.keys[:1])
+    header_at = _first_position(reader.keys, HEADER_KEY) if usable else -1
     facts = _record_facts(reader, header_at) if header_at >= 0 else None
     faces = None if facts is None else header_layout(*facts)
     if faces is None:
         if layout == "insightface":
-            why = ("its keys are not integers from an .idx (the layout is found through them)" if not keys.usable
+            why = ("its keys are not integers from an .idx (the layout is found through them)" if not usable
                    else f"no record under key {HEADER_KEY}" if header_at < 0 else
                    f"key {HEADER_KEY} is no header record (flag 2, labels [first identity key, end], no image)")
             raise LayoutError(f"{where}: not an InsightFace face set: {why}")
         return None
+    keys = KeyPositions(reader)  # only now: sorting millions of keys is for face sets, not every plain set
     ranges = {}
     for key, at in zip(faces.identity_keys, keys.positions(faces.identity_keys), strict=True):
         if at >= 0:
@@ -96,12 +97,19 @@ def read_face_set(reader: RecordReader, layout: str = "auto") -> FaceSet | None:
     return FaceSet(faces, keys.positions(faces.face_keys), labels, bounds)
 
 
+def _first_position(keys: Sequence, key: int) -> int:
+    """The position of the first ``key`` in ``keys``, ``-1`` if absent: one C-speed scan, no dict or sort."""
+    try:
+        return keys.index(key)
+    except ValueError:
+        return -1
+
+
 class KeyPositions:
     """Reader positions of integer ``.idx`` keys, found by binary search (no dict of millions of keys)."""
 
     def __init__(self, reader: RecordReader) -> None:
-        self.usable = reader.index_path is not None and all(type(k) is int for k in reader.keys[:1])
-        self.keys = np.asarray(reader.keys if self.usable else [], dtype=np.int64)
+        self.keys = np.asarray(reader.keys, dtype=np.int64)
         self._order = np.argsort(self.keys, kind="stable")
         self._sorted = self.keys[self._order]
 

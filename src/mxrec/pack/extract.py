@@ -12,6 +12,11 @@ known image). Layout in ``OUT_DIR``:
 * records with a label array (``flag > 0``) and, with ``flat``, all records go
   straight into ``OUT_DIR`` as ``<id>.<ext>``.
 
+An InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`;
+``layout`` as there) gives its faces only, each in the folder of its class
+(its label, or its first label): the header and identity records hold no
+image. The ``.lst`` then packs a plain dataset of the faces.
+
 Either way ``OUT_DIR/<name>.lst`` lists every file written, in record order,
 with the record id as index and the record's label(s) (in full where six
 decimals would lose float32 precision): packing it again with
@@ -40,6 +45,7 @@ from mxrec.format.header import IRHeader, label_array, unpack_header
 from mxrec.format.idx import KeyType
 from mxrec.format.lst import ListEntry, check_list_path
 from mxrec.image.signatures import image_extension
+from mxrec.io.insightface import read_face_set
 from mxrec.io.lists import write_list
 from mxrec.io.reader import RecordReader
 
@@ -103,7 +109,7 @@ def _labels(header: IRHeader) -> tuple[float, ...]:
 
 def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                     idx_path: str | os.PathLike | None = None, key_type: KeyType = int, flat: bool = False,
-                    label_names: dict[int, str] | None = None,
+                    label_names: dict[int, str] | None = None, layout: str = "auto",
                     progress: Callable[[int, int], None] | None = None) -> ExtractResult:
     """Write every record of ``rec_path`` as a file under ``out_dir``, plus ``out_dir/<name>.lst``.
 
@@ -125,7 +131,9 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     used: set[str] = set()
     with RecordReader(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
         result.damage = None if reader.damage is None else str(reader.damage)
-        for position in range(len(reader)):
+        faces = read_face_set(reader, layout)
+        positions = range(len(reader)) if faces is None else faces.positions.tolist()
+        for done, position in enumerate(positions, 1):
             try:
                 record = reader[position]
                 header, start = unpack_header(record)
@@ -138,12 +146,13 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                     name = f"{header.id}_{position}"
                 used.add(name)
                 name += image_extension(body) or UNKNOWN_EXTENSION
-                folder = "" if flat or header.flag > 0 else label_folder(header.label, label_names)
+                label = header.label if faces is None or header.flag == 0 else float(header.label[0])
+                folder = "" if flat or (header.flag > 0 and faces is None) else label_folder(label, label_names)
                 relpath = os.path.join(folder, name)
                 _write_file(real_root, relpath, body)
                 entries.append(ListEntry(header.id, _labels(header), relpath.replace(os.sep, "/")))
                 result.files = len(entries)
             if progress is not None:
-                progress(position + 1, len(reader))
+                progress(done, len(positions))
     write_list(result.lst_path, entries, exact=True)
     return result
