@@ -25,14 +25,18 @@ from mxrec.errors import (
     HeaderError,
     ImageDecodeError,
     IndexFileError,
+    LayoutError,
     MxrecError,
+    OutputPathError,
     ParameterError,
     RecordFormatError,
     RecordKeyError,
     TruncatedRecordError,
+    VerificationSetError,
 )
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
+from mxrec.io.insightface import FaceSet, read_face_set
 from mxrec.io.reader import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.pack.extract import extract_records
@@ -40,12 +44,14 @@ from mxrec.pack.job import pack_list, pack_prefix
 from mxrec.pack.make_lists import make_lists, read_labelled_csv
 from mxrec.pack.prepare import ImageTransform
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
+from mxrec.train.verification import VerificationSet, load_verification_set
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DataBatch",
     "DuplicateKeyError",
+    "FaceSet",
     "HeaderError",
     "IRHeader",
     "ImageDecodeError",
@@ -53,21 +59,27 @@ __all__ = [
     "ImageRecordIter",
     "ImageTransform",
     "IndexFileError",
+    "LayoutError",
     "MxrecError",
+    "OutputPathError",
     "ParameterError",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",
     "RecordWriter",
     "TruncatedRecordError",
+    "VerificationSet",
+    "VerificationSetError",
     "build_index",
     "contact_sheet",
     "dataset_stats",
     "extract_records",
+    "load_verification_set",
     "make_lists",
     "pack",
     "pack_list",
     "pack_prefix",
+    "read_face_set",
     "read_index",
     "read_labelled_csv",
     "recordio",

@@ -119,6 +119,18 @@ class ManifestError(MxrecError, ValueError):
         super().__init__(f"{self.path if self.path is not None else '<manifest>'}: {reason}")
 
 
+class LayoutError(MxrecError, ValueError):
+    """An InsightFace face set whose header record or identity records are inconsistent: the message names the key."""
+
+
+class VerificationSetError(MxrecError, ValueError):
+    """An InsightFace verification set (``lfw.bin``, ...) is malformed or holds objects that are not allowed."""
+
+
+class OutputPathError(MxrecError, OSError):
+    """An output path that cannot be written: a directory, or a file in a folder that does not exist."""
+
+
 class UnsafePathError(MxrecError, ValueError):
     """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
 

@@ -11,6 +11,7 @@
   each ``DataLoader`` worker every ``num_workers``-th record of that share.
 * :func:`torch_batches`: the batches of an :class:`~mxrec.train.record_iter.ImageRecordIter`
   as tensors sharing its buffers (no copy) -- the fast path.
+* :class:`VerificationDataset`: an InsightFace verification set (``lfw.bin``), image by image.
 
 All of them work with ``DataLoader(num_workers > 0)`` under ``fork`` and
 ``spawn``: a :class:`~mxrec.io.reader.RecordReader` pickles to its path and maps
@@ -34,6 +35,7 @@ from mxrec.format.header import label_array, unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.reader import RecordReader
 from mxrec.train.sampler import epoch_order, shard
+from mxrec.train.verification import load_verification_set
 from mxrec.transforms.augmenters import Transform
 from mxrec.transforms.rng import SampleRandom
 
@@ -169,3 +171,26 @@ def torch_batches(batches: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor, in
     """
     for batch in batches:
         yield torch.from_numpy(batch.data[0]), torch.from_numpy(batch.label[0]), batch.pad
+
+
+class VerificationDataset(Dataset):
+    """An InsightFace verification set (``lfw.bin``, ...): ``ds[i]`` is image ``i``, through ``transform`` if given.
+
+    Images are HWC RGB ``uint8`` (:func:`mxrec.train.verification.load_verification_set`,
+    which unpickles safely); images ``2k`` and ``2k + 1`` form pair ``k`` and
+    ``ds.issame[k]`` (a bool tensor) says whether they show one person. Keep
+    ``DataLoader(shuffle=False)`` so the embeddings come back in pair order.
+    Transforms from :mod:`mxrec.transforms` work as in the other datasets.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, image_size: tuple[int, int] | None = None,
+                 transform: Callable | None = None) -> None:
+        self.verification = load_verification_set(path, image_size)
+        self.issame = torch.from_numpy(self.verification.issame)
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return 2 * len(self.verification)
+
+    def __getitem__(self, i: int) -> Any:
+        return _apply(self.transform, self.verification.images[i], SampleRandom(_TRANSFORM_STREAM, 0, 0, i))

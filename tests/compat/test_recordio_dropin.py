@@ -262,3 +262,17 @@ def test_no_warning_for_clean_index(golden):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         recordio.MXIndexedRecordIO(str(golden / "idx" / "idx.idx"), str(golden / "idx" / "idx.rec"), "r").close()
+
+
+def test_recordio_is_reachable_after_import_mxrec_alone():
+    """``import mxrec`` then ``mxrec.recordio.unpack`` works without ``import mxrec.recordio`` (fresh interpreter)."""
+    import subprocess
+    import sys
+
+    from testkit.cli import mxrec_env
+
+    code = ("import mxrec; header, rest = mxrec.recordio.unpack(mxrec.recordio.pack("
+            "mxrec.recordio.IRHeader(0, 3.0, 7, 0), b'img')); print(header.label, header.id, rest)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=mxrec_env(), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "3.0 7 b'img'"

@@ -19,11 +19,13 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from mxrec.errors import HeaderError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import Index, KeyType
+from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, resolve_layout
 from mxrec.image.inspect import ImageFacts, inspect_image
 from mxrec.io.index import resolve_index, try_read_index
 from mxrec.io.mapping import map_file, release
@@ -45,7 +47,7 @@ class RecordContent:
     image: ImageFacts | None = None  # the bytes after the header
     image_bytes: int = 0
     digest: bytes | None = None  # SHA-1 of the image bytes, when there are any
-    meta: bool = False  # an InsightFace-style header record at position 0 (index ranges, no image)
+    layout_record: bool = False  # an InsightFace header or identity record (key ranges, no image): not a sample
 
     @property
     def name(self) -> object:
@@ -88,13 +90,17 @@ def _payload(buf: framing.Buffer, span: framing.RecordSpan) -> bytes:
 
 
 def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: dict | None = None, *,
-                  decode: bool = False, workers: int | None = None,
+                  decode: bool = False, workers: int | None = None, layout: str = "auto",
                   progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
     """One :class:`RecordContent` per span (intact records of ``buf``), in order.
 
     ``keys_by_offset`` maps record offsets to ``.idx`` keys; without it records
     are keyed by position. ``workers`` defaults to every available core.
+    ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`): unless
+    ``"plain"``, the header and identity records of an InsightFace face set
+    are marked as :attr:`RecordContent.layout_record` (:func:`mark_layout_records`).
     """
+    resolve_layout(layout)
     workers = available_cores() if workers is None else max(1, workers)
 
     def task(first: int) -> list[RecordContent]:
@@ -128,16 +134,27 @@ def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     contents = [content for first in firsts for content in batches[first]]
-    mark_meta_record(contents)
+    if layout != "plain":
+        mark_layout_records(contents)
     return contents
 
 
-def mark_meta_record(contents: list[RecordContent]) -> None:
-    """Mark an InsightFace-style meta record: position 0, array label, no image, followed by other records."""
-    if len(contents) > 1:
-        first = contents[0]
-        if first.position == 0 and first.flag > 0 and first.image_bytes == 0:
-            first.meta = True
+def find_face_layout(contents: list[RecordContent]) -> FaceLayout | None:
+    """The layout the record under ``.idx`` key 0 declares, if it is an InsightFace header record."""
+    for c in contents:
+        if c.key == HEADER_KEY and type(c.key) is int and c.labels is not None:
+            return header_layout(c.flag, c.labels, c.image_bytes)
+    return None
+
+
+def mark_layout_records(contents: list[RecordContent]) -> FaceLayout | None:
+    """Mark the header and identity records of an InsightFace face set (not samples); return its layout, if any."""
+    layout = find_face_layout(contents)
+    if layout is not None:
+        for c in contents:
+            if type(c.key) is int and (c.key == HEADER_KEY or layout.identity_start <= c.key < layout.end):
+                c.layout_record = True
+    return layout
 
 
 def offset_keys(index: Index) -> dict:
@@ -150,14 +167,21 @@ def offset_keys(index: Index) -> dict:
 
 def looks_like_image_dataset(contents: list[RecordContent]) -> bool:
     """Whether at least half the records are an IRHeader followed by bytes of a known image format."""
-    samples = [c for c in contents if not c.meta]
+    samples = [c for c in contents if not c.layout_record]
     images = sum(1 for c in samples if c.image is not None and c.image.format not in ("other", "empty"))
     return bool(samples) and images * 2 >= len(samples)
 
 
+class FileContents(NamedTuple):
+    """What :func:`read_contents` found: one :class:`RecordContent` per intact record, and the damage stepped over."""
+
+    records: list[RecordContent]
+    damage: list[str]  # framing faults (file and byte offset) and an unreadable .idx (file and line), as messages
+
+
 def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
-                  *, decode: bool = False, workers: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
+                  *, decode: bool = False, workers: int | None = None, layout: str = "auto",
+                  progress: Callable[[int, int], None] | None = None) -> FileContents:
     """:func:`scan_contents` over every intact record of ``rec_path`` (stepping over damaged framing).
 
     Keys come from the ``.idx`` (default: beside the file, if present and readable), else positions.
@@ -165,12 +189,16 @@ def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     rec_path = os.fspath(rec_path)
     idx_path = resolve_index(rec_path, idx_path)
     keys = None
+    damage = []
     if idx_path is not None:
-        index, _ = try_read_index(idx_path, key_type)  # an unreadable .idx names nothing: keys are positions
+        index, error = try_read_index(idx_path, key_type)  # an unreadable .idx names nothing: keys are positions
         keys = None if index is None else offset_keys(index)
+        if error is not None:
+            damage.append(f"{error} (records are named by position)")
     buf = map_file(rec_path)
     try:
-        spans, _ = framing.salvage_spans(buf, rec_path)
-        return scan_contents(buf, spans, keys, decode=decode, workers=workers, progress=progress)
+        spans, faults = framing.salvage_spans(buf, rec_path)
+        records = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout, progress=progress)
     finally:
         release(buf)
+    return FileContents(records, [str(f) for f in faults] + damage)

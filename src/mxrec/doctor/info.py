@@ -1,9 +1,11 @@
-"""A summary of a ``.rec`` dataset: records, bytes, multi-part records, labels, payload kinds, index status.
+"""A summary of a ``.rec`` dataset: records, bytes, multi-part records, labels, payload kinds, index status, layout.
 
 :func:`dataset_info` reads every record's framing and header once (not the
 image bytes beyond their first four) and returns a :class:`DatasetInfo`. A
 damaged file is summarised up to and around the damage; the faults are listed
-rather than raised (``mxrec verify`` gives the full diagnosis).
+rather than raised (``mxrec verify`` gives the full diagnosis). An InsightFace
+face set (:mod:`mxrec.format.insightface`) is named as such, with its
+identities, faces and image size; its labels are summarised over the faces.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mxrec.doctor.check_recordio import check_index_entries
-from mxrec.errors import HeaderError
+from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack_header
+from mxrec.format.idx import KeyType
+from mxrec.image.headers import image_shape
 from mxrec.image.signatures import SIGNATURE_BYTES, image_format
 from mxrec.io.index import resolve_index, try_read_index
+from mxrec.io.insightface import read_face_set, read_property
 from mxrec.io.mapping import map_file, release
+from mxrec.io.reader import RecordReader
 
 
 @dataclass
@@ -33,7 +39,32 @@ class LabelSummary:
     max: float | None = None
     distinct_first_labels: int = 0
     integer_valued: bool = True
-    meta_record: bool = False  # InsightFace-style header record at position 0
+    layout_records: int = 0  # InsightFace header and identity records, left out (not samples)
+
+
+@dataclass
+class LayoutSummary:
+    """How the records are laid out: ``plain`` (every record a sample) or an ``insightface`` face set."""
+
+    kind: str = "plain"
+    identities: int | None = None
+    faces: int | None = None
+    image_shape: tuple | None = None  # (height, width, channels) of the first face, from its image header
+    property: tuple | None = None  # (identities, height, width) of InsightFace's property file beside the .rec
+    problem: str | None = None  # why the face set is inconsistent (mxrec verify lists every problem)
+
+    def text(self) -> str:
+        if self.kind == "plain":
+            return "plain (every record a sample)"
+        if self.problem is not None:
+            return f"InsightFace face set, inconsistent: {self.problem}"
+        text = f"InsightFace face set: {self.identities} identities, {self.faces} faces"
+        if self.image_shape is not None:
+            height, width, channels = self.image_shape
+            text += f", images {width}x{height}x{channels} (first face)"
+        if self.property is not None:
+            text += f"; property file: {self.property[0]} identities, {self.property[2]}x{self.property[1]}"
+        return text
 
 
 @dataclass
@@ -53,9 +84,15 @@ class DatasetInfo:
     index_status: str  # "missing", "ok", or what is wrong
     index_entries: int | None
     faults: list = field(default_factory=list)
+    layout: LayoutSummary = field(default_factory=LayoutSummary)
+
+    @property
+    def damaged(self) -> bool:
+        """Whether the framing is damaged, the ``.idx`` unreadable or at odds with the ``.rec``, or the layout wrong."""
+        return bool(self.faults) or self.index_status not in ("ok", "missing") or self.layout.problem is not None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"damaged": self.damaged}
 
     def format_text(self) -> str:
         lines = [
@@ -73,11 +110,13 @@ class DatasetInfo:
             kind = "integer-valued" if lab.integer_valued else "real-valued"
             lines.append(f"labels:            {lab.records_with_header} headers ({widths}); "
                          f"range {lab.min:g}..{lab.max:g}, {lab.distinct_first_labels} distinct, {kind}"
-                         + ("; meta record at position 0" if lab.meta_record else ""))
+                         + (f" (faces only; {lab.layout_records} header and identity records left out)"
+                            if lab.layout_records else ""))
         else:
             lines.append("labels:            no IRHeaders")
         entries = "" if self.index_entries is None else f" ({self.index_entries} entries)"
         lines.append(f"index:             {self.index_path or '-'}: {self.index_status}{entries}")
+        lines.append(f"layout:            {self.layout.text()}")
         for fault in self.faults:
             lines.append(f"damage:            {fault}")
         return "\n".join(lines)
@@ -98,20 +137,25 @@ def _record_head(buf: framing.Buffer, span: framing.RecordSpan) -> tuple[IRHeade
     return header, bytes(payload[start:start + SIGNATURE_BYTES]), span.length - start
 
 
-def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> tuple[LabelSummary, Counter]:
-    """Label statistics and payload kinds, from each record's header and the bytes after it."""
+def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan],
+                     samples: set[int] | None = None) -> tuple[LabelSummary, Counter]:
+    """Label statistics and payload kinds, from each record's header and the bytes after it.
+
+    ``samples``: the offsets of the records that are samples (an InsightFace
+    set's faces); the labels of the others are left out. Default: all.
+    """
     summary = LabelSummary()
     kinds: Counter = Counter()
     widths: Counter = Counter()
     firsts = set()
     lo, hi = np.inf, -np.inf
-    for position, span in enumerate(spans):
+    for span in spans:
         header, rest, rest_length = _record_head(buf, span)
         kinds[image_format(rest) if rest_length else "empty"] += 1
         if header is None:
             continue
-        if position == 0 and header.flag > 0 and rest_length == 0 and len(spans) > 1:
-            summary.meta_record = True  # InsightFace: label holds index ranges, not a class
+        if samples is not None and span.offset not in samples:
+            summary.layout_records += 1  # InsightFace: its labels are key ranges, not classes
             continue
         labels = np.atleast_1d(np.asarray(header.label, dtype=np.float64))
         if labels.size:
@@ -128,21 +172,23 @@ def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> tu
     return summary, kinds
 
 
-def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None) -> DatasetInfo:
-    """Summarise ``rec_path`` (and its ``.idx``, default: beside it, if present)."""
+def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                 key_type: KeyType = int) -> DatasetInfo:
+    """Summarise ``rec_path`` (and its ``.idx``, default: beside it, if present, keys of ``key_type``)."""
     rec_path = os.fspath(rec_path)
     idx_path = resolve_index(rec_path, idx_path)
+    layout, faces = face_layout_summary(rec_path, idx_path, key_type)
     buf = map_file(rec_path)
     try:
         spans, faults = framing.salvage_spans(buf, rec_path)
-        labels, kinds = summarize_labels(buf, spans)
+        labels, kinds = summarize_labels(buf, spans, faces)
         size = len(buf)
     finally:
         release(buf)
     lengths = [s.length for s in spans]
     status, entries = "missing", None
     if idx_path is not None:
-        index, error = try_read_index(idx_path)
+        index, error = try_read_index(idx_path, key_type)
         if index is None:
             status = f"unreadable: {error}"
         else:
@@ -157,4 +203,34 @@ def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None
         multipart_records=sum(1 for s in spans if s.parts > 1), payload_bytes=sum(lengths),
         min_record=min(lengths) if lengths else None, max_record=max(lengths) if lengths else None,
         payload_kinds=dict(kinds), labels=labels, index_path=None if idx_path is None else os.fspath(idx_path),
-        index_status=status, index_entries=entries, faults=[str(f) for f in faults])
+        index_status=status, index_entries=entries, faults=[str(f) for f in faults], layout=layout)
+
+
+def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType) -> tuple[LayoutSummary, set | None]:
+    """The layout of ``rec_path`` and, for a consistent InsightFace face set, the offsets of its faces.
+
+    A damaged ``.idx`` leaves the layout unknown (``plain``): the index status reports it.
+    """
+    if idx_path is None:
+        return LayoutSummary(), None
+    try:
+        with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+            faces = read_face_set(reader)
+            if faces is None:
+                return LayoutSummary(), None
+            first = reader.unpack(int(faces.positions[0]))[1] if len(faces) else b""
+            offsets = set(reader.offsets[faces.positions].tolist())
+    except LayoutError as exc:
+        return LayoutSummary("insightface", problem=str(exc)), None
+    except (MxrecError, OSError):
+        return LayoutSummary(), None
+    try:
+        shape = image_shape(first) if first else None
+    except ImageDecodeError:
+        shape = None
+    try:
+        prop = read_property(os.path.dirname(os.path.abspath(rec_path)))
+    except LayoutError as exc:
+        return LayoutSummary("insightface", faces.layout.identities, faces.layout.faces, shape,
+                             problem=str(exc)), offsets
+    return LayoutSummary("insightface", faces.layout.identities, faces.layout.faces, shape, prop), offsets

@@ -128,8 +128,9 @@ def _parse_index_lines(text: str, key_type: KeyType, path: str | os.PathLike | N
         try:
             key = key_type(fields[0])
         except (ValueError, TypeError) as exc:
+            hint = " (string keys: key_type=str, or --str-keys on the command line)" if key_type is int else ""
             raise IndexFileError(
-                path, f"key {fields[0]!r} is not a valid {getattr(key_type, '__name__', key_type)}: {exc}",
+                path, f"key {fields[0]!r} is not a valid {getattr(key_type, '__name__', key_type)}: {exc}{hint}",
                 line=number) from None
         try:
             offset = int(fields[1])

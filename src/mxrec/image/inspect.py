@@ -1,8 +1,9 @@
 """Whether an image's bytes are sound: :func:`inspect_image` classifies them as sound or as one of :data:`FAULT_KINDS`.
 
 Without decoding only the headers are read (:mod:`mxrec.image.headers`),
-microseconds per image, which finds empty and zero-size images and damaged
-headers. With ``decode=True`` the bytes are decoded completely, the only way
+microseconds per image, which finds empty and zero-size images, damaged
+headers, and bytes in no known image format (``unrecognised``: a text file
+stored by pass-through packing). With ``decode=True`` the bytes are decoded completely, the only way
 to see damage inside the compressed data. JPEGs are then decoded with
 simplejpeg (libjpeg-turbo, the decoder inside OpenCV and MXNet too) in strict
 mode, which turns every libjpeg warning ("Corrupt JPEG data: ...",
@@ -24,8 +25,9 @@ from mxrec.image.codec import opencv, require_simplejpeg
 from mxrec.image.headers import Shape, image_shape, truncation
 from mxrec.image.signatures import image_format
 
-#: What can be wrong with an image's bytes.
-FAULT_KINDS = ("empty", "zero-size", "truncated", "corrupt")
+#: What can be wrong with an image's bytes. ``unrecognised``: bytes in no known image format (a text file
+#: named ``.jpg``, stored by pass-through packing); with ``decode`` only when OpenCV cannot decode them either.
+FAULT_KINDS = ("empty", "zero-size", "truncated", "corrupt", "unrecognised")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     if shape is not None and (shape[0] == 0 or shape[1] == 0):
         return ImageFacts(fmt, shape, "zero-size", f"header declares a {shape[1]}x{shape[0]} image")
     if not decode:
+        if fmt == "other":
+            return ImageFacts(fmt, None, "unrecognised", f"{len(data)} bytes in no known image format (they start "
+                              f"{bytes(data[:8])!r}); --decode tries OpenCV on them")
         return ImageFacts(fmt, shape)
     if fmt == "jpeg":
         try:
@@ -62,6 +67,9 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     if fmt == "png" and truncation(data):
         return ImageFacts(fmt, shape, "truncated", "PNG ends before its IEND chunk")
     pixels = opencv().imdecode(np.frombuffer(data, np.uint8), -1)
+    if pixels is None and fmt == "other":
+        return ImageFacts(fmt, shape, "unrecognised", f"{len(data)} bytes in no known image format (they start "
+                          f"{bytes(data[:8])!r}), and OpenCV cannot decode them")
     if pixels is None:
         return ImageFacts(fmt, shape, "corrupt", f"OpenCV cannot decode these {len(data)} bytes")
     height, width = pixels.shape[:2]

@@ -7,6 +7,7 @@
 * :mod:`~mxrec.io.shards`: one dataset written as several shards.
 * :mod:`~mxrec.io.index`: finding, reading, writing and rebuilding ``.idx`` files.
 * :mod:`~mxrec.io.lists`: ``.lst`` and ``.labels`` files.
+* :mod:`~mxrec.io.insightface`: which records of an InsightFace face set are its faces, and whose.
 
 May import: :mod:`mxrec.errors`, :mod:`mxrec.format`.
 """

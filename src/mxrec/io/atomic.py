@@ -1,24 +1,45 @@
-"""Atomic output: a file appears under its final name only once it is complete.
+"""Atomic output: a file appears under its final name only once it is complete, and nothing else is clobbered.
 
-Everything mxrec writes goes first to ``<name>.partial`` beside the target and
-is renamed into place (``os.replace``, atomic on POSIX) when the writing code
-finishes without an exception; on an exception, Ctrl-C included, the partial
-file is removed. A crash can leave a ``.partial`` file behind, never a
-truncated file under the real name.
+Everything mxrec writes goes through :class:`PartialFile` (or :func:`atomic_path` /
+:func:`atomic_open` for one ``with`` block). What it does depends on what the
+output path names:
+
+* a regular file, or nothing yet: the data goes to ``<name>.partial`` beside it
+  and is renamed into place (``os.replace``, atomic on POSIX) when the writing
+  code finishes without an exception; on an exception, Ctrl-C and SIGTERM
+  included (the command line turns SIGTERM into the same exception), the
+  partial file is removed. A crash can leave a ``.partial`` file behind, never
+  a truncated file under the real name;
+* a symbolic link: the same, done to the file the link points at (the partial
+  file goes beside that file, in its folder), so the link stays a link and its
+  target receives the data. A dangling link creates its target;
+* a FIFO, a character or block device (``/dev/stdout``, ``/dev/null``, a named
+  pipe): the data is written straight into it. There is nothing to rename and
+  no ``.partial`` file; what was written before a failure has been consumed
+  already and cannot be taken back;
+* a directory: refused with :class:`~mxrec.errors.OutputPathError`, as is a
+  path whose folder does not exist (the message names that folder, not the
+  partial file).
+
+An ``OSError`` raised while writing (``ENOSPC`` on a full disk or
+``/dev/full``, ``EPIPE``) is raised again with the output's name on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator
 from typing import IO, Any
+
+from mxrec.errors import OutputPathError
 
 PARTIAL_SUFFIX = ".partial"
 
 
 def partial_path(path: str | os.PathLike) -> str:
-    """Where ``path`` is written until it is complete."""
+    """Where a regular file ``path`` is written until it is complete."""
     return os.fspath(path) + PARTIAL_SUFFIX
 
 
@@ -28,33 +49,78 @@ def discard(path: str) -> None:
         os.unlink(path)
 
 
-class PartialFile:
-    """One output written under :attr:`path` (``<target>.partial``) until :meth:`commit` moves it to ``target``.
+def is_stream_node(path: str | os.PathLike) -> bool:
+    """Whether ``path`` (after symbolic links) is a FIFO or a device: written in place, never renamed."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
 
-    For writers whose life is not one ``with`` block (:class:`~mxrec.io.writer.RecordWriter`,
-    sharded output); :func:`atomic_path` is the same for a block.
+
+def output_target(path: str | os.PathLike) -> str:
+    """The file that writing ``path`` really changes: ``path`` itself, or the end of its chain of symbolic links.
+
+    Raises :class:`~mxrec.errors.OutputPathError` for a directory or a missing folder.
+    """
+    path = os.fspath(path)
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(target):
+        where = path if target == path else f"{path} (a link to {target})"
+        raise OutputPathError(f"{where}: is a directory; give the name of a file to write")
+    folder = os.path.dirname(target) or os.curdir
+    if not os.path.isdir(folder):
+        raise OutputPathError(f"{folder}: no such folder (to write {path}); make it first")
+    return target
+
+
+class PartialFile:
+    """One output: written under :attr:`path` until :meth:`commit` puts it in place as :attr:`target`.
+
+    For a regular file :attr:`path` is ``<target>.partial``; for a FIFO or a
+    device it is the target itself and :meth:`commit` / :meth:`discard` do
+    nothing (see the module docstring). For writers whose life is not one
+    ``with`` block (:class:`~mxrec.io.writer.RecordWriter`, sharded output);
+    :func:`atomic_path` is the same for a block.
     """
 
     def __init__(self, target: str | os.PathLike) -> None:
-        self.target = os.fspath(target)
-        self.path = partial_path(self.target)
+        self.requested = os.fspath(target)
+        self.target = output_target(self.requested)
+        self.in_place = is_stream_node(self.target)
+        self.path = self.target if self.in_place else partial_path(self.target)
 
     def commit(self) -> None:
         """Move the finished file into place."""
-        os.replace(self.path, self.target)
+        if not self.in_place:
+            os.replace(self.path, self.target)
 
     def discard(self) -> None:
         """Remove the unfinished file (if it exists)."""
-        discard(self.path)
+        if not self.in_place:
+            discard(self.path)
+
+
+def named(exc: OSError, path: str) -> OSError:
+    """``exc`` with ``path`` as its file name, when it has none (a write error names no file)."""
+    if exc.filename is not None or exc.errno is None:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, path)
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
-    """Yield a temporary path to write; on success it is renamed to ``path``, on failure removed."""
+    """Yield the path to write; on success it is put in place as ``path``, on failure removed (see the module doc)."""
     output = PartialFile(path)
     try:
         yield output.path
         output.commit()
+    except OSError as exc:
+        output.discard()
+        renamed = named(exc, output.requested)
+        if renamed is exc:
+            raise
+        raise renamed from exc
     except BaseException:
         output.discard()
         raise

@@ -42,8 +42,9 @@ class ShardLimit:
     def __post_init__(self) -> None:
         if (self.records is None) == (self.bytes is None):
             raise OptionError("a shard limit needs exactly one of records or bytes")
-        if (self.records or self.bytes or 0) < 1:
-            raise OptionError(f"a shard limit must be positive, not {self.records or self.bytes}")
+        value = self.records if self.records is not None else self.bytes
+        if value < 1:
+            raise OptionError(f"a shard limit must be positive, not {value}")
 
 
 def parse_shard_size(text: str) -> ShardLimit:

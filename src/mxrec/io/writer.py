@@ -134,10 +134,17 @@ class RecordWriter:
                     *, indexed: bool = True) -> list[int]:
         """Append several records; return their offsets. Faster than :meth:`write` in a loop.
 
-        ``keys`` (default: the records' positions) list them in the index. If a
-        payload is rejected, the records before it stay written and listed.
+        ``keys`` (default: the records' positions) list them in the index, one
+        key per payload: a different number of keys raises ``ValueError``
+        before anything is written. If a payload is rejected, the records
+        before it stay written and listed.
         """
         rec = self._writable()
+        if keys is not None:
+            payloads, keys = list(payloads), list(keys)
+            if len(keys) != len(payloads):
+                raise ValueError(f"{self.path}: write_batch got {len(payloads)} payloads but {len(keys)} keys; "
+                                 "nothing was written")
         offsets: list[int] = []
         group: list = []  # small payloads framed and written together
         try:

@@ -6,6 +6,7 @@
 * :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
 * :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).
 * :mod:`~mxrec.train.record_iter`: ``ImageRecordIter``; :mod:`~mxrec.train.image_iter`: ``ImageIter``.
+* :mod:`~mxrec.train.verification`: InsightFace verification sets (``lfw.bin``, ...) as numpy arrays.
 
 May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`,
 :mod:`mxrec.image`, :mod:`mxrec.transforms`.

@@ -11,6 +11,7 @@ import numpy as np
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.insightface import check_layout_name, read_face_set
 from mxrec.io.lists import read_list
 from mxrec.io.reader import RecordReader
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
@@ -35,7 +36,10 @@ class ImageIter(BatchIter):
     a float32 batch. Augmenters from :mod:`mxrec.transforms` draw from the
     sample's random stream; other callables are called as ``aug(img)``.
     ``dtype`` is the label type. ``seed``, ``preprocess_threads``,
-    ``prefetch_buffer`` and ``on_broken`` are mxrec's additions.
+    ``prefetch_buffer``, ``on_broken`` and ``layout`` are mxrec's additions;
+    ``layout`` is :class:`~mxrec.train.record_iter.ImageRecordIter`'s: an
+    InsightFace face set in ``path_imgrec`` is read as its face records only,
+    labelled with their identity.
 
     Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
     Python's global ``random``); ``num_parts`` gives equal parts as
@@ -50,7 +54,7 @@ class ImageIter(BatchIter):
                  aug_list: list[Callable] | None = None, imglist: list | None = None, data_name: str = "data",
                  label_name: str = "softmax_label", dtype: str = "float32", last_batch_handle: str = "pad", *,
                  seed: int = 0, preprocess_threads: int = 1, prefetch_buffer: int = 2, on_broken: OnBroken = "skip",
-                 **kwargs: Any) -> None:
+                 layout: str = "auto", **kwargs: Any) -> None:
         data_shape = data_shape_of(data_shape)
         if data_shape[0] != 3:
             raise ParameterError(f"ImageIter decodes colour images: data_shape must have 3 channels, got {data_shape}")
@@ -61,6 +65,7 @@ class ImageIter(BatchIter):
             raise ParameterError(f"dtype (the label type) must be one of {_LABEL_DTYPES}, not {dtype!r}")
         if not (path_imgrec or path_imglist or isinstance(imglist, list)):
             raise ParameterError("ImageIter needs path_imgrec, path_imglist or imglist")
+        check_layout_name(layout)
         if aug_list is None:
             check_names(kwargs, CREATE_AUGMENTER_OPTIONS, "ImageIter")
             aug_list = create_augmenter(data_shape, **kwargs)
@@ -76,10 +81,16 @@ class ImageIter(BatchIter):
         self.path_root = path_root or ""
         self._reader = RecordReader(path_imgrec, index=path_imgidx or None) if path_imgrec else None
         self._entries = self._image_list(path_imglist, imglist)
-        if self._reader is not None:
-            self._keys = list(self._reader.keys)
-        else:
+        self.faces = None if self._reader is None else read_face_set(self._reader, layout)
+        if self._reader is None:
             self._keys = list(self._entries)
+            self._positions = None
+        elif self.faces is None:
+            self._keys = list(self._reader.keys)
+            self._positions = None
+        else:  # the face records only (read_face_set)
+            self._positions = self.faces.positions
+            self._keys = [self._reader.keys[p] for p in self._positions.tolist()]
         sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
                                part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle])
         pipeline = BatchPipeline(self._load_sample, batch_size=batch_size, sample_shape=data_shape,
@@ -121,7 +132,8 @@ class ImageIter(BatchIter):
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         key = self._keys[position]
         if self._reader is not None:
-            header, start = unpack_header(view := self._reader.view(position))
+            record = position if self._positions is None else int(self._positions[position])
+            header, start = unpack_header(view := self._reader.view(record))
             buf = view[start:]
             labels = header.label if self._entries is None else self._entries[key][0]
         else:

@@ -24,6 +24,7 @@ from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import DecodeBuffers, decode_pixels
 from mxrec.io.atomic import atomic_open
+from mxrec.io.insightface import FaceSet, check_layout_name, read_face_set
 from mxrec.io.lists import read_list
 from mxrec.io.reader import RecordReader
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
@@ -38,10 +39,15 @@ from mxrec.transforms.rng import SampleRandom, stream_key
 class RecordIterParams:
     """``ImageRecordIter``'s own parameters (the augmenter's and normaliser's are in their modules).
 
-    MXNet's meaning throughout. ``drop_last`` and ``on_broken`` are mxrec's
-    additions: drop the last incomplete batch of each epoch (and cut parts
-    down rather than pad them), and ``"skip"`` or ``"error"`` on a record
-    whose image cannot be decoded. Accepted for compatibility with no effect
+    MXNet's meaning throughout. ``drop_last``, ``on_broken`` and ``layout``
+    are mxrec's additions: drop the last incomplete batch of each epoch (and
+    cut parts down rather than pad them); ``"skip"`` or ``"error"`` on a
+    record whose image cannot be decoded; and how the records are laid out
+    (:data:`~mxrec.format.insightface.LAYOUTS`): ``"auto"`` reads an
+    InsightFace face set (header record under ``.idx`` key 0) as its face
+    records only, each labelled with its identity (the face record's label,
+    or its first label), and any other ``.rec`` record by record;
+    ``"insightface"`` requires a face set, ``"plain"`` reads every record. Accepted for compatibility with no effect
     here: ``verbose``, ``ctx``, ``device_id`` (numpy output, one way of
     threading), ``shuffle_chunk_size``, ``shuffle_chunk_seed`` (the shuffle
     is always global).
@@ -64,6 +70,7 @@ class RecordIterParams:
     prefetch_buffer: int = 4
     dtype: str | None = None
     on_broken: OnBroken = "skip"
+    layout: str = "auto"
     data_name: str = "data"
     label_name: str = "softmax_label"
     aug_seq: str = "aug_default"
@@ -84,6 +91,7 @@ class RecordIterParams:
             raise ParameterError(f"aug_seq: only MXNet's 'aug_default' augmenter exists, not {self.aug_seq!r}")
         if self.ctx not in ("gpu", "cpu"):
             raise ParameterError(f"ctx must be 'gpu' or 'cpu', not {self.ctx!r}")
+        check_layout_name(self.layout)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -183,11 +191,16 @@ class ImageRecordIter(BatchIter):
         self._aug_key = stream_key(AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
         self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
         self._reader = RecordReader(p.path_imgrec, index=p.path_imgidx or None)
+        self._faces = read_face_set(self._reader, p.layout)
+        if self._faces is not None and p.label_width != 1 and self._labels is None:
+            raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
+                                 f"so label_width must be 1, not {p.label_width}")
         if p.drop_last:
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
-        sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed,
+        samples = len(self._reader) if self._faces is None else len(self._faces)
+        sampler = BatchSampler(samples, p.batch_size, shuffle=p.shuffle, seed=p.seed,
                                num_parts=p.num_parts, part_index=p.part_index, last_batch=last_batch)
         pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
@@ -196,12 +209,21 @@ class ImageRecordIter(BatchIter):
         super().__init__(sampler, pipeline, [DataDesc(p.data_name, (p.batch_size, channels, height, width))],
                          [DataDesc(p.label_name, label_shape)])
 
+    @property
+    def faces(self) -> FaceSet | None:
+        """The face records read, for an InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`)."""
+        return self._faces
+
+    def _record(self, sample: int) -> int:
+        """The reader position of sample ``sample`` (the faces of a face set are a subset of the records)."""
+        return sample if self._faces is None else int(self._faces.positions[sample])
+
     def describe(self, position: int) -> str:
-        """``file: record key`` for messages."""
-        return f"{self._reader.path}: record {self._reader.keys[position]!r}"
+        """``file: record key`` for messages (``position``: a sample number)."""
+        return f"{self._reader.path}: record {self._reader.keys[self._record(position)]!r}"
 
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
-        view = self._reader.view(position)
+        view = self._reader.view(self._record(position))
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
         img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
@@ -217,6 +239,8 @@ class ImageRecordIter(BatchIter):
                 raise ListFileError(self.params.path_imglist, None,
                                     f"no line for record id {header.id} ({self.describe(position)})")
             out[:] = labels
+        elif self._faces is not None:
+            out[0] = header.label if header.flag == 0 else header.label[0]  # face2rec2 stores [class, aligned]
         elif header.flag > 0:
             if header.flag != width:
                 raise ParameterError(f"{self.describe(position)}: the record has {header.flag} labels but "
