@@ -89,7 +89,7 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, s
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     except ImportError as exc:
         extra = EXTRAS.get(protocol(url))
-        hint = f"pip install '{extra}'" if extra and extra.startswith("mxrec[") else f"install {extra or 'its back-end'}"
+        hint = f"pip install '{extra}'" if extra and extra.startswith("mxrec[") else f"{extra or 'its back-end'}"
         raise MissingExtraError(f"{url}: reading {protocol(url)}:// URLs needs {hint} ({exc})") from None
     except ValueError as exc:
         raise RemoteError(url, f"not a usable URL: {exc}") from None
@@ -113,6 +113,10 @@ def _status(exc: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
+class ShortReadError(RemoteError):
+    """A ranged read returned fewer (or more) bytes than asked: a truncated body or a misbehaving server."""
+
+
 _TRANSIENT_NAMES = ("Timeout", "Connection", "Incomplete", "Payload", "Disconnected", "Reset", "Chunked",
                     "ProtocolError", "ReadError", "EndpointConnection", "SlowDown", "Throttl", "ServerError")
 
@@ -133,10 +137,6 @@ def is_transient(exc: BaseException) -> bool:
     text = str(exc)
     return any(n in names for n in _TRANSIENT_NAMES) or any(
         s in text for s in ("503", "500 ", "502", "504", "SlowDown", "reset by peer", "timed out"))
-
-
-class ShortReadError(RemoteError):
-    """A ranged read returned fewer (or more) bytes than asked: a truncated body or a misbehaving server."""
 
 
 def remote_error(url: str, exc: BaseException, what: str = "read") -> RemoteError:

@@ -271,6 +271,11 @@ class RecordReader:
         """``(IRHeader, rest)`` of the record at ``position``."""
         return unpack(self[position])
 
+    @property
+    def nbytes(self) -> int:
+        """Size of the ``.rec`` file in bytes."""
+        return len(self._buffer())
+
     def describe(self, position: int) -> str:
         """``file: record key`` for messages."""
         return f"{self.path}: record {self.keys[position]!r}"

@@ -1,4 +1,4 @@
-"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place, with :class:`~mxrec.io.reader.RecordReader`'s API.
+"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place, with ``RecordReader``'s API.
 
 ``RecordReader("s3://bucket/train.rec")`` returns a :class:`RemoteRecordReader`.
 Opening reads the ``.idx`` whole, in one request (the one beside the ``.rec``
@@ -161,6 +161,10 @@ class RemoteRecordReader(RecordReader):
     def _buffer(self) -> None:  # no mapping: reads go through self.file
         if self._closed:
             raise ClosedFileError(f"{self.path}: reader is closed")
+
+    @property
+    def nbytes(self) -> int:
+        return self.file.size
 
     def close(self) -> None:
         """Idempotent. Reading afterwards raises :class:`ClosedFileError`."""

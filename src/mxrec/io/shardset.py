@@ -44,8 +44,19 @@ from mxrec.format.header import IRHeader, unpack
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
 from mxrec.io.cache import BlockCache
-from mxrec.io.filesystem import StorageOptions, basename, exists, glob, is_url, isdir, join, listdir, local_path, \
-    parent, read_bytes
+from mxrec.io.filesystem import (
+    StorageOptions,
+    basename,
+    exists,
+    glob,
+    is_url,
+    isdir,
+    join,
+    listdir,
+    local_path,
+    parent,
+    read_bytes,
+)
 from mxrec.io.reader import RecordReader
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
@@ -54,7 +65,7 @@ _NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
 
 @dataclass(frozen=True)
 class Shard:
-    """One shard of a set: its ``.rec`` and ``.idx`` (None: beside the ``.rec`` if present), and what the manifest says."""
+    """One shard: its ``.rec``, its ``.idx`` (None: the one beside the ``.rec``), and what the manifest says."""
 
     rec: str
     idx: str | None = None
@@ -318,6 +329,13 @@ class ShardSetReader:
 
     def unpack(self, position: int) -> tuple[IRHeader, bytes]:
         return unpack(self[position])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every shard's ``.rec`` (from the manifest when it has them)."""
+        if all(s.rec_bytes is not None for s in self.shards):
+            return sum(s.rec_bytes for s in self.shards)  # type: ignore[misc]
+        return sum(self.shard(n).nbytes for n in range(len(self.shards)))
 
     def describe(self, position: int) -> str:
         number, local = self.locate(position)

@@ -61,6 +61,7 @@ How this differs from MXNet's ``ImageRecordIter`` (see
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,6 +120,30 @@ def shard(order: np.ndarray, num_parts: int, part_index: int, *, drop_remainder:
         return order
     padded = np.resize(order, size * num_parts)  # repeats from the start when rounding up
     return padded[part_index * size:(part_index + 1) * size]
+
+
+REMOTE_BLOCK_BYTES = 4 << 20  # block-shuffle blocks of about this many bytes for remote data
+DEFAULT_SHUFFLE_WINDOW = 16
+
+
+def default_shuffle_block(is_remote: bool, num_records: int, nbytes: int) -> int:
+    """Records per shuffle block when none is given: global (0) for local data, about 4 MiB for remote data."""
+    if not is_remote or num_records == 0:
+        return 0
+    return max(1, round(REMOTE_BLOCK_BYTES * num_records / max(nbytes, 1)))
+
+
+def resolve_parts(num_parts: int | None, part_index: int | None) -> tuple[int, int]:
+    """``(num_parts, part_index)`` as given, else from an initialised ``torch.distributed``, else ``(1, 0)``."""
+    if num_parts is None and part_index is None:
+        dist = sys.modules.get("torch.distributed")  # only if the program uses torch: never imported here
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(), dist.get_rank()
+        return 1, 0
+    num_parts = 1 if num_parts is None else num_parts
+    part_index = 0 if part_index is None else part_index
+    check_parts(num_parts, part_index)
+    return num_parts, part_index
 
 
 def check_parts(num_parts: int, part_index: int) -> None:
