@@ -1,4 +1,4 @@
-"""Records of a remote ``.rec`` read one after another, as ``mxnet.recordio``'s ``read()`` does, through a moving window.
+"""Records of a remote ``.rec`` read one after another, as ``mxnet.recordio``'s ``read()`` does, in a moving window.
 
 :class:`RecordStream` serves :mod:`mxrec.recordio`'s ``MXRecordIO.read()`` and
 ``MXIndexedRecordIO.read_idx()`` on URLs. It keeps one window of the file in
