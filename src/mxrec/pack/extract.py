@@ -146,7 +146,7 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
 
 
 def dataset_stem(spec: object) -> str:
-    """A name for a dataset: ``train`` for ``.../train.rec``, for ``train.manifest.json``, for ``[train_0.rec, ...]``."""
+    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, for ``[train_0.rec, ...]``."""
     first = os.fspath(spec if isinstance(spec, (str, os.PathLike)) else next(iter(spec)))  # type: ignore[call-overload]
     name = basename(first.rstrip("/"))
     if name.endswith(MANIFEST_SUFFIX):
