@@ -6,9 +6,9 @@ import argparse
 import json
 
 from mxrec.cli.options import add_dataset
-from mxrec.doctor.info import dataset_info
+from mxrec.doctor.sets import info as dataset_info
 
-HELP = "summarise a .rec file"
+HELP = "summarise a .rec file or a shard set (per shard and in total)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p, keys=False)

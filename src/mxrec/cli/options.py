@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from mxrec.format.idx import KeyType
 
@@ -15,7 +16,9 @@ def add_prefix_root(parser: argparse.ArgumentParser, prefix_help: str, root_help
 
 def add_dataset(parser: argparse.ArgumentParser, *, keys: bool = True) -> None:
     """The ``.rec`` argument and ``--idx`` (and, with ``keys``, ``--str-keys``)."""
-    parser.add_argument("rec", help="the .rec file")
+    parser.add_argument("rec", help="the dataset: a .rec file or URL (s3://, gs://, http(s)://, webhdfs://...), or a "
+                                    "shard set (quoted glob 'train-*.rec', brace range 'train-{00000..00015}.rec', "
+                                    "NAME.manifest.json, or its folder)")
     parser.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
     if keys:
         parser.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
@@ -34,3 +37,8 @@ def add_workers(parser: argparse.ArgumentParser, what: str = "threads", default_
 def add_no_progress(parser: argparse.ArgumentParser) -> None:
     """``--no-progress`` (``args.progress`` is then false)."""
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress display")
+
+
+def shown(path: str) -> str:
+    """A path as messages show it: relative to the current folder when local, the URL when remote."""
+    return path if "://" in path else os.path.relpath(path)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from mxrec.cli.options import add_no_progress, add_prefix_root
+from mxrec.cli.options import add_no_progress, add_prefix_root, shown
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
 from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
@@ -53,10 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def report(results: list[PackResult]) -> None:
     """Print what each job wrote and every image it skipped."""
     for result in results:
-        names = ", ".join(os.path.relpath(rec) for rec, _ in result.outputs) or "no shards (no records)"
+        names = ", ".join(shown(rec) for rec, _ in result.outputs) or "no shards (no records)"
         if result.manifest is not None:
-            names += f" (manifest {os.path.relpath(result.manifest)})"
-        print(f"{os.path.relpath(result.lst_path)} -> {names}: {result.records} records, "
+            names += f" (manifest {shown(result.manifest)})"
+        print(f"{shown(result.lst_path)} -> {names}: {result.records} records, "
               f"{len(result.skipped)} skipped")
         for skipped in result.skipped:
             print(f"  skipped index {skipped.index}: {skipped.reason}", file=sys.stderr)

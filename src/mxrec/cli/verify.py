@@ -1,4 +1,7 @@
-"""``mxrec verify DATASET.rec``: check a dataset the way a practitioner would; exit 1 on any fault.
+"""``mxrec verify DATASET``: check a dataset the way a practitioner would; exit 1 on any fault.
+
+DATASET is a .rec file or URL, or a shard set (each shard checked, then the
+totals and the manifest).
 
 Checks the RecordIO framing, the .idx, and for image datasets the labels, class
 balance (a warning), images (every one decoded with --decode, on all cores),
@@ -18,7 +21,8 @@ from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
 from mxrec.doctor.repair import repair_dataset
-from mxrec.doctor.verify import DATASET_KINDS, verify_dataset
+from mxrec.doctor.sets import verify as verify_dataset
+from mxrec.doctor.verify import DATASET_KINDS
 
 HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"
 

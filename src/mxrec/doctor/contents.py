@@ -25,8 +25,10 @@ from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import Index, KeyType
 from mxrec.image.inspect import ImageFacts, inspect_image
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
+from mxrec.io.shardset import resolve_dataset
 
 RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
 
@@ -157,20 +159,37 @@ def looks_like_image_dataset(contents: list[RecordContent]) -> bool:
 
 def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
                   *, decode: bool = False, workers: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
-    """:func:`scan_contents` over every intact record of ``rec_path`` (stepping over damaged framing).
+                  progress: Callable[[int, int], None] | None = None,
+                  storage_options: StorageOptions = None) -> list[RecordContent]:
+    """:func:`scan_contents` over every intact record of a dataset (stepping over damaged framing).
 
-    Keys come from the ``.idx`` (default: beside the file, if present and readable), else positions.
+    ``rec_path`` is a file or URL, or a shard set (:func:`mxrec.io.shardset.resolve_dataset`): then the
+    shards' records follow each other, positions running across them. Keys come from the ``.idx`` (default:
+    beside the file, if present and readable), else positions.
     """
-    rec_path = os.fspath(rec_path)
-    idx_path = resolve_index(rec_path, idx_path)
+    shards, manifest = resolve_dataset(rec_path, storage_options)
+    if len(shards) == 1 and manifest is None:
+        return _file_contents(shards[0].rec, idx_path, key_type, decode, workers, progress, storage_options)
+    contents: list[RecordContent] = []
+    for shard in shards:
+        found = _file_contents(shard.rec, shard.idx, key_type, decode, workers, progress, storage_options)
+        for content in found:
+            content.position += len(contents)
+            content.meta = False  # a meta record opens a dataset, not each of its shards
+        contents.extend(found)
+    mark_meta_record(contents)
+    return contents
+
+
+def _file_contents(rec_path: str, idx_path: str | os.PathLike | None, key_type: KeyType, decode: bool,
+                   workers: int | None, progress: Callable[[int, int], None] | None,
+                   storage_options: StorageOptions) -> list[RecordContent]:
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
     keys = None
     if idx_path is not None:
-        index, _ = try_read_index(idx_path, key_type)  # an unreadable .idx names nothing: keys are positions
+        # an unreadable .idx names nothing: keys are positions
+        index, _ = try_read_index(idx_path, key_type, storage_options)
         keys = None if index is None else offset_keys(index)
-    buf = map_file(rec_path)
-    try:
+    with mapped(rec_path, storage_options) as buf:
         spans, _ = framing.salvage_spans(buf, rec_path)
         return scan_contents(buf, spans, keys, decode=decode, workers=workers, progress=progress)
-    finally:
-        release(buf)

@@ -19,8 +19,9 @@ from mxrec.errors import HeaderError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack_header
 from mxrec.image.signatures import SIGNATURE_BYTES, image_format
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
 
 
 @dataclass
@@ -128,21 +129,19 @@ def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> tu
     return summary, kinds
 
 
-def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None) -> DatasetInfo:
-    """Summarise ``rec_path`` (and its ``.idx``, default: beside it, if present)."""
+def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                 storage_options: StorageOptions = None) -> DatasetInfo:
+    """Summarise ``rec_path``, local or a URL (and its ``.idx``, default: beside it, if present)."""
     rec_path = os.fspath(rec_path)
-    idx_path = resolve_index(rec_path, idx_path)
-    buf = map_file(rec_path)
-    try:
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
+    with mapped(rec_path, storage_options) as buf:
         spans, faults = framing.salvage_spans(buf, rec_path)
         labels, kinds = summarize_labels(buf, spans)
         size = len(buf)
-    finally:
-        release(buf)
     lengths = [s.length for s in spans]
     status, entries = "missing", None
     if idx_path is not None:
-        index, error = try_read_index(idx_path)
+        index, error = try_read_index(idx_path, storage_options=storage_options)
         if index is None:
             status = f"unreadable: {error}"
         else:

@@ -23,7 +23,7 @@ from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import decode_image, encode_image, opencv
 from mxrec.io.atomic import atomic_open
-from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import open_dataset
 
 CAPTION_HEIGHT = 22
 GAP = 2
@@ -113,11 +113,11 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
                   columns: int | None = None, key_type: KeyType = int) -> tuple[np.ndarray, list]:
     """``(sheet, keys shown)``: the records with ``keys`` (default: ``count`` sampled with ``seed``) as a grid.
 
-    Keys are ``.idx`` keys (default ``.idx``: beside the file), or positions
-    when there is none. Raises :class:`~mxrec.errors.RecordKeyError` for a key
+    ``rec_path`` may be a URL or a shard set. Keys are ``.idx`` keys (default
+    ``.idx``: beside the file), or positions when there is none. Raises :class:`~mxrec.errors.RecordKeyError` for a key
     that is not in the index.
     """
-    with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+    with open_dataset(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
         positions = (sample_positions(len(reader), count, seed) if keys is None
                      else [reader.position(k) for k in keys])
         if not positions:

@@ -121,6 +121,8 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
         if not found:
             raise ManifestError(spec, "the pattern matches no .rec file")
         return [Shard(p) for p in found], None
+    if spec.endswith(".rec") and not exists(spec, storage_options) and exists(manifest_path(spec), storage_options):
+        return manifest_shards(manifest_path(spec), storage_options)[0], manifest_path(spec)
     if not spec.endswith(".rec"):
         candidate = manifest_path(spec)
         if exists(candidate, storage_options):
