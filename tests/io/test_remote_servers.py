@@ -133,7 +133,8 @@ def test_s3_sharded_write_then_read_by_manifest(s3_server, s3_bucket, local, tmp
         for i, payload in enumerate(records()):
             same.write(payload, key=i)
     for n in range(3):
-        assert s3_server.get_object(s3_bucket, f"sets/train_{n:05d}.rec") == (tmp_path / f"train_{n:05d}.rec").read_bytes()
+        local_shard = (tmp_path / f"train_{n:05d}.rec").read_bytes()
+        assert s3_server.get_object(s3_bucket, f"sets/train_{n:05d}.rec") == local_shard
 
     mark = s3_server.log.mark()
     dataset = open_dataset(prefix, storage_options=options)
@@ -179,7 +180,7 @@ def test_cli_on_s3(s3_server, s3_bucket, tmp_path):
     assert verify.returncode == 0 and "OK" in verify.stdout, verify.stdout + verify.stderr
     out = mxrec("extract", url, f"s3://{s3_bucket}/out")
     assert out.returncode == 0, out.stderr
-    assert f"d/../out/sub.lst" not in out.stdout and "out/sub.lst" in out.stdout
+    assert "d/../out/sub.lst" not in out.stdout and "out/sub.lst" in out.stdout
     assert s3_server.list_keys(s3_bucket, "out/")[-1] != ""  # files uploaded
     assert mxrec("preview", url, "-o", str(tmp_path / "sheet.png"), "-n", "4").returncode == 0
     missing = mxrec("info", f"s3://{s3_bucket}/d/nothing.rec")
