@@ -375,17 +375,18 @@ class ImageRecordIterable(_ImageRecords, IterableDataset):
 
 
 def loader_position(loader_state: dict) -> dict:
-    """The global position in a torchdata ``StatefulDataLoader`` state over an :class:`ImageRecordIterable`.
+    """The global position in a torchdata ``StatefulDataLoader`` state, for a resume with another layout.
 
-    The batches the loader had delivered, converted to records of the epoch's
-    order: load the result into a new :class:`ImageRecordIterable` (any number
-    of ranks or workers) before making its loader.
+    Over a :class:`DistributedBatchSampler`: the sampler's position. Over an
+    :class:`ImageRecordIterable`: the batches the loader had delivered,
+    converted to records of the epoch's order. Load the result into a new
+    sampler or iterable (any number of ranks or workers) before making its loader.
     """
     states: list[dict] = []
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            if node.get("format") == "mxrec-epoch-position" and "worker" in node:
+            if node.get("format") == "mxrec-epoch-position":
                 states.append(node)
                 return
             for value in node.values():
@@ -393,7 +394,10 @@ def loader_position(loader_state: dict) -> dict:
 
     walk(loader_state)
     if not states:
-        raise ParameterError("no ImageRecordIterable position in this loader state")
+        raise ParameterError("no mxrec position in this loader state")
+    sampler_states = [state for state in states if "worker" not in state]
+    if sampler_states:  # a DistributedBatchSampler's: already global
+        return dict(sampler_states[0])
     snapshot = loader_state.get("_snapshot", {})
     steps = int(snapshot.get("_snapshot_step", 0)) + int(loader_state.get("_steps_since_snapshot", 0))
     if "_num_yielded" in loader_state:  # a loader without workers
