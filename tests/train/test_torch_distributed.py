@@ -48,6 +48,10 @@ def labels(loader) -> list[list[int]]:
     return [[int(v) for v in y] for _, y in loader]
 
 
+def flat(batches: list[list[int]]) -> list[int]:
+    return [v for batch in batches for v in batch]
+
+
 def test_set_epoch_reaches_persistent_workers(rec):
     """Regression: with persistent_workers the workers' copies never saw set_epoch (same order every epoch)."""
     ds = ImageRecordIterable(rec, batch_size=6, seed=1)
@@ -55,7 +59,7 @@ def test_set_epoch_reaches_persistent_workers(rec):
     seen = []
     for epoch in range(2):
         ds.set_epoch(epoch)
-        seen.append(sum(labels(loader), []))
+        seen.append(flat(labels(loader)))
     for epoch in range(2):
         assert seen[epoch] == epoch_order(N, shuffle=True, seed=1, epoch=epoch).tolist()
     assert seen[0] != seen[1]
@@ -131,7 +135,7 @@ def test_batch_sampler_resumes_through_stateful_dataloader_and_elastically(rec):
     assert position["consumed"] == 20
     rest = [labels(DataLoader(ds, batch_sampler=_resumed(ds, position, rank))) for rank in range(3)]
     merged = [sample for step in zip(*rest, strict=True) for batch in step for sample in batch]
-    assert sum(head, []) + merged[:N - 20] == sum(whole, [])[:N]
+    assert flat(head) + merged[:N - 20] == flat(whole)[:N]
 
 
 def _resumed(ds, state, rank):
@@ -165,14 +169,14 @@ def test_iterable_resumes_through_stateful_dataloader_and_elastically(rec):
         ds.load_state_dict(position)
         rest.append(labels(DataLoader(ds, batch_size=3, num_workers=1, multiprocessing_context="fork")))
     merged = [sample for step in zip(*rest, strict=True) for batch in step for sample in batch]
-    assert sum(head, []) + merged[:N - 20] == sum(whole, [])[:N]
+    assert flat(head) + merged[:N - 20] == flat(whole)[:N]
 
 
 def rank_epoch(rank: int, world_size: int, rec: str, steps: int | None = None) -> dict:
     """One real torch.distributed rank: its batches (labels), rank and world taken from the process group."""
     ds = ImageRecordIterable(rec, batch_size=4, seed=21)
     batches = []
-    for x, y in DataLoader(ds, batch_size=4, num_workers=1, multiprocessing_context="fork"):
+    for _, y in DataLoader(ds, batch_size=4, num_workers=1, multiprocessing_context="fork"):
         batches.append([int(v) for v in y])
         if steps is not None and len(batches) == steps:
             break
@@ -192,6 +196,6 @@ def test_real_gloo_ranks_share_one_epoch_and_resume_on_one(dist_ranks, rec):
     position = stopped[0]["position"]
     resumed = ImageRecordIterable(rec, batch_size=8, seed=21, rank=0, world_size=1)
     resumed.load_state_dict(position)
-    rest = sum(labels(DataLoader(resumed, batch_size=8)), [])
+    rest = flat(labels(DataLoader(resumed, batch_size=8)))
     before = [v for step in range(3) for r in stopped for v in r["batches"][step]]
     assert before + rest[:N - 24] == epoch_order(N, shuffle=True, seed=21, epoch=0).tolist()
