@@ -183,26 +183,25 @@ def basename(path: str) -> str:
     return posixpath.basename(path.rstrip("/")) if is_url(path) else os.path.basename(local_path(path))
 
 
-def exists(path: str, storage_options: StorageOptions = None) -> bool:
-    """Whether a file exists there (a remote check costs one request)."""
+def _ask(path: str, storage_options: StorageOptions, local: Any, remote: str) -> bool:
+    """``local(path)`` for a local path, else the file system's method ``remote`` (one request)."""
     if not is_url(path):
-        return os.path.exists(local_path(path))
+        return bool(local(local_path(path)))
     fs, fs_path = filesystem(path, storage_options)
     try:
-        return bool(fs.exists(fs_path))
+        return bool(getattr(fs, remote)(fs_path))
     except Exception as exc:
-        raise remote_error(path, exc, "checking whether it exists") from None
+        raise remote_error(path, exc, f"asking {remote}") from None
+
+
+def exists(path: str, storage_options: StorageOptions = None) -> bool:
+    """Whether a file exists there (a remote check costs one request)."""
+    return _ask(path, storage_options, os.path.exists, "exists")
 
 
 def isdir(path: str, storage_options: StorageOptions = None) -> bool:
     """Whether ``path`` is a folder (for object stores: a prefix with objects under it)."""
-    if not is_url(path):
-        return os.path.isdir(local_path(path))
-    fs, fs_path = filesystem(path, storage_options)
-    try:
-        return bool(fs.isdir(fs_path))
-    except Exception as exc:
-        raise remote_error(path, exc, "checking whether it is a folder") from None
+    return _ask(path, storage_options, os.path.isdir, "isdir")
 
 
 def read_bytes(path: str, storage_options: StorageOptions = None) -> bytes:

@@ -56,7 +56,41 @@ def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str
         raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
 
 
-class RecordReader:
+class KeyedRecords:
+    """What every reader derives from ``position(key)``, ``reader[i]`` and ``close()``: look-ups by key, ``with``."""
+
+    def position(self, key: object) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, position: int) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def read_key(self, key: object) -> bytes:
+        """The record stored under ``key``."""
+        return self[self.position(key)]
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self.position(key)
+        except RecordKeyError:
+            return False
+        return True
+
+    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
+        """``(IRHeader, rest)`` of the record at ``position``."""
+        return unpack(self[position])
+
+    def __enter__(self) -> KeyedRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecordReader(KeyedRecords):
     """Random access to the records of a local ``.rec`` file.
 
     ``index``: ``None`` uses the ``.idx`` beside the file if it exists and scans
@@ -159,12 +193,6 @@ class RecordReader:
         self._buf = None
         self._closed = True
 
-    def __enter__(self) -> RecordReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __del__(self) -> None:
         release(self.__dict__.get("_buf"))
 
@@ -245,17 +273,6 @@ class RecordReader:
         except (KeyError, TypeError):
             raise RecordKeyError(self.index_path or self.path, key) from None
 
-    def read_key(self, key: object) -> bytes:
-        """The record stored under ``key``."""
-        return self[self.position(key)]
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self.position(key)
-        except RecordKeyError:
-            return False
-        return True
-
     def header(self, position: int) -> IRHeader:
         """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
         view = self.view(position)
@@ -266,10 +283,6 @@ class RecordReader:
             raise HeaderError(f"{self.path}: record {self.keys[position]!r}: {exc}") from None
         finally:
             view.release()
-
-    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
-        """``(IRHeader, rest)`` of the record at ``position``."""
-        return unpack(self[position])
 
     @property
     def nbytes(self) -> int:

@@ -111,14 +111,14 @@ class RemoteRecordReader(RecordReader):
         if index is None or index is True:
             candidate = index_path_for(self.path)
             try:
-                return RemoteFile(candidate, self.storage_options, retries=self.file.retries).read_all(), candidate
+                return RemoteFile(candidate, self.storage_options, policy=self.file.policy).read_all(), candidate
             except RemoteNotFoundError:
                 if index is True:
                     raise IndexFileError(candidate, f"no .idx beside {self.path} (index=True asks for it)") from None
                 return None, None
         where = os.fspath(index)
         if is_url(where):
-            return RemoteFile(where, self.storage_options, retries=self.file.retries).read_all(), where
+            return RemoteFile(where, self.storage_options, policy=self.file.policy).read_all(), where
         return read_bytes(where), where
 
     def _scan(self) -> Index:

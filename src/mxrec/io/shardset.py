@@ -40,7 +40,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mxrec.errors import DuplicateKeyError, ManifestError, RecordKeyError, RemoteNotFoundError
-from mxrec.format.header import IRHeader, unpack
+from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
 from mxrec.io.cache import BlockCache
@@ -57,7 +57,7 @@ from mxrec.io.filesystem import (
     parent,
     read_bytes,
 )
-from mxrec.io.reader import RecordReader
+from mxrec.io.reader import KeyedRecords, RecordReader
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
@@ -171,7 +171,7 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
                           strict=strict, **options)
 
 
-class ShardSetReader:
+class ShardSetReader(KeyedRecords):
     """Several ``.rec`` files read as one dataset, positions running across them in order (see the module docstring)."""
 
     def __init__(self, shards: Sequence[Shard], *, manifest: str | None = None, index: bool | None = None,
@@ -315,22 +315,9 @@ class ShardSetReader:
         except (KeyError, TypeError):
             raise RecordKeyError(self.path, key) from None
 
-    def read_key(self, key: object) -> bytes:
-        return self[self.position(key)]
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self.position(key)
-        except RecordKeyError:
-            return False
-        return True
-
     def header(self, position: int) -> IRHeader:
         number, local = self.locate(position)
         return self.shard(number).header(local)
-
-    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
-        return unpack(self[position])
 
     @property
     def nbytes(self) -> int:
@@ -347,12 +334,6 @@ class ShardSetReader:
         for reader in self._readers:
             if reader is not None:
                 reader.close()
-
-    def __enter__(self) -> ShardSetReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mxrec.errors import RemoteError
@@ -62,6 +63,16 @@ def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = DEFAULT_MAX_GAP,
     return [(s, e) for s, e in merged], where
 
 
+@dataclass(frozen=True)
+class RequestPolicy:
+    """How a :class:`RemoteFile` asks: merge ranges closer than ``max_gap``, up to ``max_request`` bytes a read,
+    and retry a transient failure ``retries`` times."""
+
+    retries: int = DEFAULT_RETRIES
+    max_gap: int = DEFAULT_MAX_GAP
+    max_request: int = DEFAULT_MAX_REQUEST
+
+
 class RemoteFile:
     """One remote file: its size and version, and ranged reads (see the module docstring).
 
@@ -70,16 +81,10 @@ class RemoteFile:
     """
 
     def __init__(self, url: str, storage_options: StorageOptions = None, *, size: int | None = None,
-                 version: str | None = None, cache: BlockCache | None = None, retries: int = DEFAULT_RETRIES,
-                 max_gap: int = DEFAULT_MAX_GAP, max_request: int = DEFAULT_MAX_REQUEST) -> None:
-        self.url = url
-        self.storage_options = dict(storage_options or {})
-        self._size = size
-        self.version = version
-        self.cache = cache
-        self.retries = retries
-        self.max_gap = max_gap
-        self.max_request = max_request
+                 version: str | None = None, cache: BlockCache | None = None,
+                 policy: RequestPolicy = RequestPolicy()) -> None:
+        self.url, self.storage_options, self.cache, self.policy = url, dict(storage_options or {}), cache, policy
+        self._size, self.version = size, version
         self.requests = 0
         self._fs: Any = None
         self._path: str | None = None
@@ -120,11 +125,11 @@ class RemoteFile:
     # -- fetching ------------------------------------------------------------
 
     def _with_retries(self, call: Any, what: str) -> Any:
-        for attempt in range(self.retries + 1):
+        for attempt in range(self.policy.retries + 1):
             try:
                 return call()
             except Exception as exc:
-                if attempt == self.retries or not is_transient(exc):
+                if attempt == self.policy.retries or not is_transient(exc):
                     raise remote_error(self.url, exc, what) from None
                 time.sleep(min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2 ** attempt))
         raise AssertionError("unreachable")
@@ -147,7 +152,7 @@ class RemoteFile:
         for i, (start, end) in enumerate(ranges):
             if start == end:
                 results[i] = b""
-        for attempt in range(self.retries + 1):
+        for attempt in range(self.policy.retries + 1):
             if not pending:
                 break
             self.requests += len(pending)
@@ -167,7 +172,7 @@ class RemoteFile:
                 else:
                     results[i] = answer
                     continue
-                if attempt == self.retries or not is_transient(error):
+                if attempt == self.policy.retries or not is_transient(error):
                     raise remote_error(self.url, error, f"read bytes {start}..{end}")
                 failed.append(i)
             pending = failed
@@ -182,7 +187,7 @@ class RemoteFile:
         """
         if self.cache is not None and not fresh:
             return self._read_cached(ranges)
-        merged, where = coalesce(ranges, self.max_gap, self.max_request)
+        merged, where = coalesce(ranges, self.policy.max_gap, self.policy.max_request)
         datas = self.fetch(merged)
         return [datas[m][off:off + end - start] for (m, off), (start, end) in zip(where, ranges, strict=True)]
 
@@ -223,7 +228,7 @@ class RemoteFile:
                 blocks[n] = data
         runs: list[list[int]] = []  # consecutive missing blocks, fetched as one read each
         for n in missing:
-            if runs and n == runs[-1][-1] + 1 and (len(runs[-1]) + 1) * bs <= max(self.max_request, bs):
+            if runs and n == runs[-1][-1] + 1 and (len(runs[-1]) + 1) * bs <= max(self.policy.max_request, bs):
                 runs[-1].append(n)
             else:
                 runs.append([n])

@@ -115,16 +115,8 @@ class BatchIter:
     def load_state_dict(self, state: dict) -> None:
         """Continue from a :meth:`state_dict` (of this iterator, or of one with another rank count or batch size)."""
         epoch, consumed, leftover = self._sampler.restore(state)
-        self._pipeline.cancel()
-        self._prepare_restart()
-        self.epoch = epoch
-        self._start = consumed
-        self._leftover_in = leftover
-        self._leftover_out = NO_LEFTOVER
-        self._started = False
-        self._delivered = 0
-        self._exhausted = False
-        self._current = None
+        self._drop_progress()
+        self.epoch, self._start, self._leftover_in = epoch, consumed, leftover
 
     def _prepare_restart(self) -> None:
         """Hook: forget work prepared for the batches being dropped (remote prefetches)."""
@@ -143,12 +135,16 @@ class BatchIter:
 
     def _restart(self, *, next_epoch: bool) -> None:
         """Drop the work in flight; go on to the next epoch (with a finished epoch's leftover) or redo this one."""
-        self._pipeline.cancel()
-        self._prepare_restart()
-        self._start = 0
         if next_epoch:
             self._leftover_in = self._leftover_out if self._exhausted else NO_LEFTOVER
             self.epoch += 1
+        self._drop_progress()
+        self._start = 0
+
+    def _drop_progress(self) -> None:
+        """Drop the work in flight and forget how far the current epoch went."""
+        self._pipeline.cancel()
+        self._prepare_restart()
         self._leftover_out = NO_LEFTOVER
         self._started = False
         self._delivered = 0
