@@ -5,8 +5,8 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
   ``.idx``, ``.lst``).
-* :mod:`mxrec.io`: files (memory maps, atomic output, ``RecordReader``, ``RecordWriter``, shards, ``.idx``
-  and ``.lst`` files). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.io`: files, local or remote (memory maps, fsspec URLs, ranged reads, the block cache, atomic
+  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.pack` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``).
@@ -25,15 +25,21 @@ from mxrec.errors import (
     HeaderError,
     ImageDecodeError,
     IndexFileError,
+    ManifestError,
+    MissingExtraError,
     MxrecError,
     ParameterError,
     RecordFormatError,
     RecordKeyError,
+    RemoteAccessError,
+    RemoteError,
+    RemoteNotFoundError,
     TruncatedRecordError,
 )
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
 from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.pack.extract import extract_records
 from mxrec.pack.job import pack_list, pack_prefix
@@ -53,18 +59,25 @@ __all__ = [
     "ImageRecordIter",
     "ImageTransform",
     "IndexFileError",
+    "ManifestError",
+    "MissingExtraError",
     "MxrecError",
     "ParameterError",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",
     "RecordWriter",
+    "RemoteAccessError",
+    "RemoteError",
+    "RemoteNotFoundError",
+    "ShardSetReader",
     "TruncatedRecordError",
     "build_index",
     "contact_sheet",
     "dataset_stats",
     "extract_records",
     "make_lists",
+    "open_dataset",
     "pack",
     "pack_list",
     "pack_prefix",
