@@ -5,8 +5,9 @@ One run starts the tests' S3 server (moto, on 127.0.0.1, :class:`testkit.servers
 prints records/s, GETs per 1000 records (counted by the server) and bytes fetched per byte of records:
 
 * sequential scan: every record in file order;
-* block-shuffled epoch: the order mxrec uses for remote data by default (blocks of about 4 MiB, 16 a window),
-  read a batch of 256 records at a time (``read_batch``);
+* block-shuffled epoch: the order mxrec uses for remote data by default (blocks of about 4 MiB, 8 a window),
+  read a batch of 256 records at a time (``read_batch``) through the in-memory read-ahead window the
+  iterators give a block-shuffled remote reader (:func:`mxrec.train.prefetch.read_ahead_window`);
 * fully random epoch: a global permutation, read a batch at a time;
 * cached second epoch: the block-shuffled epoch again, through a local block cache filled by the first.
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from mxrec.io.reader import RecordReader
 from mxrec.io.writer import RecordWriter
+from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, default_shuffle_block, epoch_order
 from testkit.servers import S3Server
 
@@ -77,6 +79,8 @@ def run(server: S3Server, bucket: str, folder: Path, name: str, count: int, size
         "fully random epoch": epoch_order(count, shuffle=True, seed=1, epoch=0),
     }
     rows = []
+    windowed = RecordReader(url, storage_options=options)
+    read_ahead_window(windowed, block, DEFAULT_SHUFFLE_WINDOW)
     for workload, order in orders.items():
         if order is None:
             def local_work():
@@ -90,8 +94,8 @@ def run(server: S3Server, bucket: str, folder: Path, name: str, count: int, size
             def local_work(order=order):
                 epoch(local, order, batch)
 
-            def remote_work(order=order):
-                epoch(remote, order, batch)
+            def remote_work(order=order, reader=windowed if workload.startswith("block") else remote):
+                epoch(reader, order, batch)
         start = time.perf_counter()
         local_work()
         local_rate = count / (time.perf_counter() - start)

@@ -6,7 +6,8 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
   ``.idx``, ``.lst``).
 * :mod:`mxrec.io`: files, local or remote (memory maps, fsspec URLs, ranged reads, the block cache, atomic
-  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files).
+  :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.pack` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``).

@@ -74,6 +74,7 @@ from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.filesystem import StorageOptions
 from mxrec.io.shardset import open_dataset
 from mxrec.train.pipeline import BrokenRecordWarning, OnBroken
+from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.record_iter import shuffle_block_for
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
 from mxrec.transforms.augmenters import Transform
@@ -301,6 +302,7 @@ class ImageRecordIterable(_ImageRecords, IterableDataset):
                          storage_options, cache_dir)
         self.sampler = _batch_sampler(len(self.reader), self.reader, batch_size, shuffle, seed, rank, world_size,
                                       drop_last, shuffle_block, shuffle_window, stick_to_shard, pad_last_batch)
+        read_ahead_window(self.reader, self.sampler.shuffle_block if shuffle else 0, self.sampler.shuffle_window)
         self.rank, self.world_size = self.sampler.part_index, self.sampler.num_parts
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -17,6 +17,7 @@ from mxrec.io.reader import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
+from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.sampler import BatchSampler
 from testkit.cli import mxrec_env
 from testkit.iterdata import IM2REC, pack_photos
@@ -69,6 +70,17 @@ def test_s3_open_scan_and_shuffled_epochs_make_few_requests(s3_server, s3_data, 
         seen += reader.read_batch(plan.positions[plan.positions >= 0])
     assert sorted(seen) == sorted(records())
     assert gets(s3_server, mark) <= 4 * len(sampler.epoch(0)[0]) < N / 10  # a batch touches <= 4 blocks
+
+    windowed = RecordReader(url, storage_options=options)
+    read_ahead_window(windowed, 100, 4)  # as the iterators do for a block-shuffled remote dataset
+    mark = s3_server.log.mark()
+    seen = []
+    for plan in sampler.epoch(0)[0]:
+        seen += windowed.read_batch(plan.positions[plan.positions >= 0])
+    assert sorted(seen) == sorted(records())
+    fetched = s3_server.log.since(mark, method="GET", key="train.rec")
+    assert len(fetched) <= 25  # 20 blocks of 100 records, each fetched about once
+    assert sum(r.length for r in fetched) < 1.5 * local.stat().st_size
 
 
 def test_s3_cached_second_epoch_makes_no_request(s3_server, s3_data, tmp_path):
@@ -183,6 +195,8 @@ def test_cli_on_s3(s3_server, s3_bucket, tmp_path):
     assert "d/../out/sub.lst" not in out.stdout and "out/sub.lst" in out.stdout
     assert s3_server.list_keys(s3_bucket, "out/")[-1] != ""  # files uploaded
     assert mxrec("preview", url, "-o", str(tmp_path / "sheet.png"), "-n", "4").returncode == 0
+    stats = mxrec("stats", url, "--json", "--no-progress")
+    assert stats.returncode == 0 and json.loads(stats.stdout)["records"] == 50, stats.stderr
     missing = mxrec("info", f"s3://{s3_bucket}/d/nothing.rec")
     assert missing.returncode == 2 and f"s3://{s3_bucket}/d/nothing.rec" in missing.stderr
     assert "Traceback" not in missing.stderr
@@ -220,3 +234,41 @@ def test_webhdfs_read_validates_datanode_answers_and_writes_by_rename(webhdfs_se
     assert webhdfs_server.local_path("/out/copy.rec").read_bytes() == local.read_bytes()[
         :int(RecordReader(local).offsets[10])]
     assert any(r.op == "RENAME" for r in webhdfs_server.log)  # written as .partial, renamed when complete
+
+
+def test_cli_list_and_pack_with_s3_lists_and_outputs(s3_server, s3_bucket, tmp_path):
+    env = dict(mxrec_env(), **s3_server.env())
+    photos = IM2REC / "photos200"
+    for folder in ("astronaut", "coffee"):
+        for image in sorted((photos / folder).iterdir())[:3]:
+            s3_server.put_object(s3_bucket, f"photos/{folder}/{image.name}", image.read_bytes())
+
+    def mxrec(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mxrec", *args], capture_output=True, text=True, env=env,
+                              timeout=300)
+
+    listed = mxrec("list", f"s3://{s3_bucket}/lists/set", f"s3://{s3_bucket}/photos", "--recursive",
+                   "--no-shuffle")
+    assert listed.returncode == 0, listed.stderr
+    lst = s3_server.get_object(s3_bucket, "lists/set.lst").decode()
+    assert [line.split("\t")[1:] for line in lst.splitlines()][:4] == [
+        ["0.000000", f"astronaut/{n}"] for n in sorted(p.name for p in (photos / "astronaut").iterdir())[:3]] + [
+        ["1.000000", f"coffee/{sorted(p.name for p in (photos / 'coffee').iterdir())[0]}"]]
+    packed = mxrec("pack", f"s3://{s3_bucket}/lists/set", f"s3://{s3_bucket}/photos", "--pass-through",
+                   "--shard-size", "4", "--no-progress")
+    assert packed.returncode == 0, packed.stderr
+    keys = s3_server.list_keys(s3_bucket, "lists/")
+    assert {"lists/set_00000.rec", "lists/set_00001.idx", "lists/set.manifest.json"} <= set(keys)
+    dataset = open_dataset(f"s3://{s3_bucket}/lists/set", storage_options=s3_server.storage_options())
+    assert len(dataset) == 6 and isinstance(dataset, ShardSetReader)
+    info = mxrec("info", f"s3://{s3_bucket}/lists/set.manifest.json")
+    assert info.returncode == 0 and "total: 2 shards, 6 records" in info.stdout, info.stdout + info.stderr
+
+
+def test_unreachable_endpoint_is_named_and_bounded():
+    pytest.importorskip("s3fs")
+    options = {"key": "k", "secret": "s", "endpoint_url": "http://127.0.0.1:9", "skip_instance_cache": True}
+    start = time.monotonic()
+    with pytest.raises(RemoteError, match=r"s3://bucket/x\.(idx|rec): .*Could not connect"):
+        RecordReader("s3://bucket/x.rec", storage_options=options)
+    assert time.monotonic() - start < 30

@@ -17,6 +17,10 @@ Safe with several processes (``DataLoader`` workers, ranks on one node):
   refreshed on every hit) once the folder exceeds ``max_bytes``; a block
   evicted under a reader's feet is simply a miss.
 
+:class:`MemoryBlocks` is the same interface in memory, bounded, for one
+process: the read-ahead window of a block-shuffled epoch (each block of the
+window fetched once, then served from memory while the window lasts).
+
 ``cache_dir`` comes from the API (``cache_dir=``) or the environment
 (``MXREC_CACHE_DIR``); the bound from ``max_bytes`` or ``MXREC_CACHE_SIZE``
 (bytes, or with a unit: ``20GB``, default 10 GiB); the block size from
@@ -30,6 +34,8 @@ import hashlib
 import os
 import re
 import secrets
+import threading
+from collections import OrderedDict
 
 ENV_DIR = "MXREC_CACHE_DIR"
 ENV_SIZE = "MXREC_CACHE_SIZE"
@@ -161,3 +167,59 @@ class BlockCache:
 
     def __repr__(self) -> str:
         return f"BlockCache({self.directory!r}, max_bytes={self.max_bytes}, block_size={self.block_size})"
+
+
+class MemoryBlocks(BlockCache):
+    """Blocks kept in this process's memory, at most ``max_bytes``, least recently used dropped first.
+
+    Not shared between processes; pickled, it arrives empty.
+    """
+
+    def __init__(self, max_bytes: int | str, block_size: int | str) -> None:
+        self.directory = "<memory>"
+        self.max_bytes = parse_bytes(max_bytes)
+        self.block_size = parse_bytes(block_size)
+        if self.block_size < 1 or self.max_bytes < self.block_size:
+            raise ValueError(f"memory blocks: need 1 <= block_size <= max_bytes, got {self.block_size} and "
+                             f"{self.max_bytes}")
+        self.hits = 0
+        self.misses = 0
+        self._written = 0
+        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {"max_bytes": self.max_bytes, "block_size": self.block_size}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["max_bytes"], state["block_size"])
+
+    def get(self, file_id: str, number: int, length: int) -> bytes | None:
+        with self._lock:
+            data = self._blocks.get((file_id, number))
+            if data is None or len(data) != length:
+                self.misses += 1
+                return None
+            self._blocks.move_to_end((file_id, number))
+            self.hits += 1
+            return data
+
+    def put(self, file_id: str, number: int, data: bytes) -> None:
+        with self._lock:
+            old = self._blocks.pop((file_id, number), None)
+            self._held += len(data) - (len(old) if old is not None else 0)
+            self._blocks[(file_id, number)] = data
+            while self._held > self.max_bytes and len(self._blocks) > 1:
+                _, dropped = self._blocks.popitem(last=False)
+                self._held -= len(dropped)
+
+    def usage(self) -> list[tuple[float, int, str]]:
+        with self._lock:
+            return [(0.0, len(data), f"{key[0]}/{key[1]}") for key, data in self._blocks.items()]
+
+    def evict(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"MemoryBlocks(max_bytes={self.max_bytes}, block_size={self.block_size})"

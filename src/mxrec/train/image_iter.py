@@ -16,7 +16,7 @@ from mxrec.io.lists import read_list
 from mxrec.io.shardset import open_dataset
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher
+from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
 from mxrec.train.record_iter import shuffle_block_for
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, NO_LEFTOVER, BatchSampler, LastBatch, resolve_parts
 from mxrec.transforms.augmenters import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
@@ -96,6 +96,8 @@ class ImageIter(BatchIter):
             self._keys = list(self._entries)
         num_parts, part_index = resolve_parts(num_parts, part_index)
         block = shuffle_block_for(self._reader, shuffle_block) if self._reader is not None else (shuffle_block or 0)
+        block = block if shuffle else 0
+        read_ahead_window(self._reader, block, shuffle_window)
         sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
                                part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle],
                                shuffle_block=block, shuffle_window=shuffle_window, stick_to_shard=stick_to_shard,

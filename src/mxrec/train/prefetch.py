@@ -10,6 +10,14 @@ records on a small thread pool -- coalesced ranged reads, see
 sample its bytes, waiting for that fetch if it is still running. Records are
 dropped once every slot that asked for them has been served, or by
 :meth:`BatchPrefetcher.clear` when the iterator restarts.
+
+:func:`read_ahead_window` gives a remote reader that is read in a
+block-shuffled order an in-memory window of file blocks
+(:class:`~mxrec.io.cache.MemoryBlocks`), unless it already has a disk cache:
+the batches of one shuffle window then share the blocks fetched for the
+first of them, so each block is fetched once per epoch (per process: ranks and
+``DataLoader`` workers each fetch what they read; a shared ``cache_dir``
+fetches it once per machine).
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.io.cache import MemoryBlocks
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
+
+MIN_WINDOW_BLOCK = 256 << 10  # the smallest block the read-ahead window fetches
 
 FETCH_THREADS = 2  # batches fetched at once (each fetch is itself concurrent ranged reads)
 
@@ -82,3 +93,18 @@ class BatchPrefetcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def read_ahead_window(reader: Any, shuffle_block: int, shuffle_window: int) -> None:
+    """Fit ``reader`` (remote, no disk cache) with the in-memory blocks a block shuffle re-reads (see above)."""
+    if not getattr(reader, "is_remote", False) or shuffle_block <= 0 or not len(reader):
+        return
+    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_block * reader.nbytes / len(reader)))
+    # shuffle blocks are record-aligned, file blocks are not: a window spans up to twice its blocks, plus one
+    memory = MemoryBlocks((2 * shuffle_window + 2) * block_bytes, block_bytes)
+    readers = [reader] if not hasattr(reader, "shards") else [r for r in reader._readers if r is not None]
+    if hasattr(reader, "shards") and reader.cache_dir is None:
+        reader.cache_dir = memory  # shards opened later get it too
+    for opened in readers:
+        if opened.file.cache is None:
+            opened.file.cache = memory

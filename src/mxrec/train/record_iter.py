@@ -37,7 +37,7 @@ from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.normalize import NormalizeParams, SlotWriter
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher
+from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
 from mxrec.transforms.rng import SampleRandom, stream_key
 
@@ -212,9 +212,10 @@ class ImageRecordIter(BatchIter):
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
+        block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
+        read_ahead_window(self._reader, block, p.shuffle_window)
         sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
-                               part_index=part_index, last_batch=last_batch,
-                               shuffle_block=shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size),
+                               part_index=part_index, last_batch=last_batch, shuffle_block=block,
                                shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
                                pad_last_batch=p.pad_last_batch)
         pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,

@@ -123,7 +123,7 @@ def shard(order: np.ndarray, num_parts: int, part_index: int, *, drop_remainder:
 
 
 REMOTE_BLOCK_BYTES = 4 << 20  # block-shuffle blocks of about this many bytes for remote data
-DEFAULT_SHUFFLE_WINDOW = 16
+DEFAULT_SHUFFLE_WINDOW = 8
 
 
 def default_shuffle_block(is_remote: bool, num_records: int, nbytes: int) -> int:
