@@ -94,7 +94,9 @@ def run(server: S3Server, bucket: str, folder: Path, name: str, count: int, size
             def local_work(order=order):
                 epoch(local, order, batch)
 
-            def remote_work(order=order, reader=windowed if workload.startswith("block") else remote):
+            reader = windowed if workload.startswith("block") else remote
+
+            def remote_work(order=order, reader=reader):
                 epoch(reader, order, batch)
         start = time.perf_counter()
         local_work()
