@@ -102,3 +102,18 @@ def test_record_iter_on_s3_fetches_batches_not_records(s3_server, s3_bucket, rec
                          storage_options=s3_server.storage_options(), **{**OPTIONS, "shuffle": False}) as it:
         assert len(list(it)) == 7
     assert s3_server.log.count(method="GET", key="sub.rec") == 8  # one GET per batch; the last wraps: 2
+
+
+def test_record_iter_reads_a_shard_set_as_one_dataset(rec, tmp_path):
+    from mxrec.io.reader import RecordReader
+    from mxrec.io.shards import ShardedWriter, ShardLimit
+
+    with RecordReader(rec) as reader, ShardedWriter(tmp_path / "sub.rec", ShardLimit(records=16)) as writer:
+        for key, payload in zip(reader.keys, reader, strict=True):
+            writer.write(payload, key=key)
+    options = {**OPTIONS, "shuffle": False}
+    with ImageRecordIter(path_imgrec=rec, batch_size=8, **options) as one, \
+            ImageRecordIter(path_imgrec=str(tmp_path / "sub_{00000..00003}.rec"), batch_size=8, **options) as many:
+        for a, b in zip(one, many, strict=True):
+            np.testing.assert_array_equal(a.data[0], b.data[0])
+            np.testing.assert_array_equal(a.index, b.index)
