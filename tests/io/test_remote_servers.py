@@ -99,6 +99,7 @@ def test_s3_cached_second_epoch_makes_no_request(s3_server, s3_data, tmp_path):
 # -- S3: faults
 
 
+@pytest.mark.slow
 def test_s3_transient_errors_are_retried_and_persistent_ones_named(s3_server, s3_data, local):
     url, options = s3_data
     reader = RecordReader(url, storage_options=options)
@@ -173,6 +174,7 @@ def test_s3_interrupted_sharded_upload_leaves_nothing(s3_server, s3_bucket):
     assert s3_server.list_keys(s3_bucket) == []
 
 
+@pytest.mark.slow
 def test_cli_on_s3(s3_server, s3_bucket, tmp_path):
     rec = pack_photos(tmp_path / "sub.rec", IM2REC / "lists" / "sub.lst")
     s3_server.put_object(s3_bucket, "d/sub.rec", rec.read_bytes())
@@ -265,6 +267,7 @@ def test_cli_list_and_pack_with_s3_lists_and_outputs(s3_server, s3_bucket, tmp_p
     assert info.returncode == 0 and "total: 2 shards, 6 records" in info.stdout, info.stdout + info.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_is_named_and_bounded():
     pytest.importorskip("s3fs")
     options = {"key": "k", "secret": "s", "endpoint_url": "http://127.0.0.1:9", "skip_instance_cache": True}

@@ -42,6 +42,7 @@ EXTRAS = {"s3": "mxrec[s3]", "s3a": "mxrec[s3]", "gs": "mxrec[gcs]", "gcs": "mxr
           "https": "mxrec[http]", "webhdfs": "mxrec[hdfs]", "hdfs": "pyarrow (and a local Hadoop client)"}
 
 _filesystems: dict[tuple, Any] = {}
+_HOST_FREE = ("s3", "s3a", "gs", "gcs", "http", "https", "memory", "az", "abfs", "abfss")
 _filesystems_pid = [os.getpid()]
 _lock = threading.Lock()
 
@@ -81,7 +82,10 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, s
     import fsspec.core
 
     pid = os.getpid()
-    key = (protocol(url), _key(storage_options))
+    scheme = protocol(url)
+    # a file system object serves every bucket (s3, gs...) or URL (http), but one host for hdfs/webhdfs and the like
+    host = "" if scheme in _HOST_FREE else url.partition("://")[2].partition("/")[0]
+    key = (scheme, host, _key(storage_options))
     with _lock:
         if _filesystems_pid[0] != pid:
             _filesystems.clear()
