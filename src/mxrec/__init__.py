@@ -5,8 +5,9 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
   ``.idx``, ``.lst``).
-* :mod:`mxrec.io`: files (memory maps, atomic output, ``RecordReader``, ``RecordWriter``, shards, ``.idx``
-  and ``.lst`` files). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.io`: files, local or remote (memory maps, fsspec URLs, ranged reads, the block cache, atomic
+  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files).
+  :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.pack` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``).
@@ -26,11 +27,16 @@ from mxrec.errors import (
     ImageDecodeError,
     IndexFileError,
     LayoutError,
+    ManifestError,
+    MissingExtraError,
     MxrecError,
     OutputPathError,
     ParameterError,
     RecordFormatError,
     RecordKeyError,
+    RemoteAccessError,
+    RemoteError,
+    RemoteNotFoundError,
     TruncatedRecordError,
     VerificationSetError,
 )
@@ -38,6 +44,7 @@ from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
 from mxrec.io.insightface import FaceSet, read_face_set
 from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.pack.extract import extract_records
 from mxrec.pack.job import pack_list, pack_prefix
@@ -60,6 +67,8 @@ __all__ = [
     "ImageTransform",
     "IndexFileError",
     "LayoutError",
+    "ManifestError",
+    "MissingExtraError",
     "MxrecError",
     "OutputPathError",
     "ParameterError",
@@ -67,6 +76,10 @@ __all__ = [
     "RecordKeyError",
     "RecordReader",
     "RecordWriter",
+    "RemoteAccessError",
+    "RemoteError",
+    "RemoteNotFoundError",
+    "ShardSetReader",
     "TruncatedRecordError",
     "VerificationSet",
     "VerificationSetError",
@@ -76,6 +89,7 @@ __all__ = [
     "extract_records",
     "load_verification_set",
     "make_lists",
+    "open_dataset",
     "pack",
     "pack_list",
     "pack_prefix",

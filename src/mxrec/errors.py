@@ -148,3 +148,27 @@ class ParameterError(MxrecError, ValueError, TypeError):
 
     It is a ``TypeError`` too, as Python raises for an unexpected keyword argument.
     """
+
+
+class RemoteError(MxrecError, OSError):
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"{url}: {reason}")
+
+    def __str__(self) -> str:  # OSError would format its args differently
+        return f"{self.url}: {self.reason}"
+
+
+class RemoteNotFoundError(RemoteError, FileNotFoundError):
+    """A remote file, bucket or shard does not exist."""
+
+
+class RemoteAccessError(RemoteError, PermissionError):
+    """The remote store refused access (missing or bad credentials, no permission)."""
+
+
+class MissingExtraError(MxrecError, ImportError):
+    """A feature needs an optional dependency (``pip install 'mxrec[EXTRA]'``) that is not installed."""

@@ -33,6 +33,11 @@ Better than MXNet (MXNet's behaviour in brackets)
     * ``unpack_img`` raises :class:`mxrec.errors.ImageDecodeError` for bytes
       that are not an image [returned ``None``].
     * ``tell()`` works on readers too; both classes are context managers.
+    * ``uri`` and ``idx_path`` may be URLs (``s3://``, ``gs://``, ``http(s)://``,
+      ``webhdfs://``...; credentials from the environment or fsspec's
+      configuration): reading goes through large ranged reads
+      (:mod:`mxrec.io.stream`), writing is uploaded, ``.rec`` then ``.idx``, by
+      ``close()``; leaving a ``with`` block by an exception uploads nothing.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from mxrec.format import framing
 from mxrec.format.header import IRHEADER_FORMAT, IRHEADER_SIZE, IRHeader, pack, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import decode_image, encode_image
+from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index
 from mxrec.io.mapping import map_file, release
+from mxrec.io.stream import RecordStream
 from mxrec.io.writer import RecordWriter
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img"]
@@ -70,6 +77,7 @@ class MXRecordIO:
         self.writable = False
         self._lock = threading.RLock()
         self._buf = None
+        self._stream: RecordStream | None = None
         self._writer: RecordWriter | None = None
         self._cursor = 0
         self.open()
@@ -80,7 +88,11 @@ class MXRecordIO:
             self._writer = RecordWriter(self.uri)
             self.writable = True
         elif self.flag == "r":
-            self._buf = map_file(self.uri)
+            if is_url(self.uri):
+                self._stream = RecordStream(self.uri)
+                self._stream.file.stat()  # a missing file fails here, as a local one does
+            else:
+                self._buf = map_file(local_path(self.uri))
             self._cursor = 0
             self.writable = False
         else:
@@ -97,6 +109,7 @@ class MXRecordIO:
             self._writer = None
         release(self._buf)
         self._buf = None
+        self._stream = None
         self.is_open = False
         self.pid = None
 
@@ -112,14 +125,17 @@ class MXRecordIO:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None and self._writer is not None and is_url(self.uri):
+            self._writer.abort()  # nothing that looks finished is uploaded
+            self._writer = None
         self.close()
 
     def __getstate__(self) -> dict:
         if self.is_open and self.writable:
             raise TypeError(f"cannot pickle {type(self).__name__}({self.uri!r}) open for writing: "
                             "the copy would truncate the file; close it first")
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_buf", "_writer")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_buf", "_writer", "_stream")}
         state["_cursor"] = 0
         return state
 
@@ -127,6 +143,7 @@ class MXRecordIO:
         self.__dict__.update(state)
         self._lock = threading.RLock()
         self._buf = None
+        self._stream = None
         self._writer = None
         if self.is_open:
             self.is_open = False
@@ -148,6 +165,11 @@ class MXRecordIO:
         """The next record, or ``None`` at the end of the file."""
         self._require(writable=False)
         with self._lock:
+            if self._stream is not None:
+                if self._cursor >= self._stream.size:
+                    return None
+                payload, self._cursor = self._stream.record_at(self._cursor)
+                return payload
             buf = self._buf
             if self._cursor >= len(buf):
                 return None
@@ -199,7 +221,9 @@ class MXIndexedRecordIO(MXRecordIO):
             pos = self.idx[idx]
         except KeyError:
             raise RecordKeyError(self.idx_path, idx) from None
-        if not framing.is_record_start(self._buf, pos):
+        if self._stream is not None:
+            self._stream.seek(pos)  # the record's framing is checked when it is read
+        elif not framing.is_record_start(self._buf, pos):
             raise IndexFileError(self.idx_path, f"key {idx!r}: offset {pos} is not the start of a record "
                                  f"in {self.uri} ({len(self._buf)} bytes)", key=idx)
         with self._lock:

@@ -153,3 +153,21 @@ def test_torch_verification_dataset(tmp_path):
     batches = torch.cat(list(DataLoader(ds, batch_size=3, shuffle=False)))
     assert batches.shape == (8, 3, FACE_SIZE, FACE_SIZE)
     assert [key_of_face(255 * img.numpy()) for img in batches] == list(range(8))
+
+
+def test_torch_datasets_read_the_faces_labelled_by_identity(faces):
+    torch = pytest.importorskip("torch")
+    from mxrec.torch import ImageRecordDataset, ImageRecordIterable
+
+    dataset = ImageRecordDataset(faces.rec, label_dtype="int64")
+    assert len(dataset) == 15 and dataset.faces is not None
+    for i in range(15):
+        image, label = dataset[i]
+        assert key_of_face(image[..., ::-1]) == i + 1 and label == faces.label_of(i + 1)
+    assert len(ImageRecordDataset(faces.rec, layout="plain")) == 21  # every record, as MXNet read them
+    iterable = ImageRecordIterable(faces.rec, batch_size=5, shuffle=False)
+    got = [(key_of_face(image[..., ::-1]), int(label)) for image, label in iterable]
+    assert got == [(k, faces.label_of(k)) for k in range(1, 16)]
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2)  # the subset pickles to workers
+    labels = torch.cat([label for _, label in loader]).tolist()
+    assert labels == [faces.label_of(k) for k in range(1, 16)]

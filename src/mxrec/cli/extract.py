@@ -15,15 +15,15 @@ import os
 import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
-from mxrec.cli.options import add_dataset, add_label_names, key_type, label_names
-from mxrec.pack.extract import extract_records
+from mxrec.cli.options import add_dataset, add_label_names, key_type, label_names, shown
+from mxrec.pack.extract import dataset_stem, extract_records
 
 HELP = "write the images of a .rec back to files"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p)
-    p.add_argument("out_dir", help="folder to write into (made if missing); nothing is written outside it")
+    p.add_argument("out_dir", help="folder or URL to write into (made if missing); nothing is written outside it")
     p.add_argument("--flat", action="store_true", help="all files directly in OUT_DIR (labels only in the .lst)")
     add_label_names(p, beside=False)
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     def progress(records: int, total: int) -> None:
         done[:] = records, total
 
-    lst = os.path.join(args.out_dir, os.path.splitext(os.path.basename(args.rec))[0] + ".lst")
+    lst = os.path.join(args.out_dir, dataset_stem(args.rec) + ".lst")
     try:
         result = extract_records(args.rec, args.out_dir, idx_path=args.idx, key_type=key_type(args), flat=args.flat,
                                  label_names=names, progress=progress)
@@ -47,5 +47,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped record {position} (key {key!r}): {reason}", file=sys.stderr)
     if result.damage is not None:
         print(f"damage stepped over: {result.damage}", file=sys.stderr)
-    print(f"wrote {result.files} files and {os.path.relpath(result.lst_path)}; {len(result.skipped)} skipped")
+    print(f"wrote {result.files} files and {shown(result.lst_path)}; {len(result.skipped)} skipped")
     return EXIT_OK if result.complete else EXIT_DAMAGED

@@ -17,8 +17,8 @@ HELP = "rebuild the .idx of a .rec by scanning it"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rec", help="the .rec file")
-    p.add_argument("-o", "--output", help="the .idx to write (default: beside the .rec)")
+    p.add_argument("rec", help="the .rec file or URL")
+    p.add_argument("-o", "--output", help="the .idx to write, a path or URL (default: beside the .rec)")
     p.add_argument("--key-source", choices=KEY_SOURCES, default="auto",
                    help="position: 0..n-1 in file order; id: each record's IRHeader id (as im2rec); "
                         "auto (default): ids when every record has a header and they are unique")

@@ -14,9 +14,9 @@ import json
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
 from mxrec.cli.options import add_dataset, key_type
-from mxrec.doctor.info import dataset_info
+from mxrec.doctor.sets import info as dataset_info
 
-HELP = "summarise a .rec file"
+HELP = "summarise a .rec file or a shard set (per shard and in total)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,9 +9,8 @@ why (sub-folders without --recursive, other file extensions).
 from __future__ import annotations
 
 import argparse
-import os
 
-from mxrec.cli.options import add_prefix_root
+from mxrec.cli.options import add_prefix_root, shown
 from mxrec.pack.make_lists import DEFAULT_EXTS, DEFAULT_SEED, make_lists, read_labelled_csv, write_lists
 
 HELP = "write .lst image lists from a folder or a CSV (im2rec --list)"
@@ -47,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         written = make_lists(args.prefix, args.root, recursive=args.recursive, exts=args.exts, **options)
     for path in written:
-        print(f"wrote {os.path.relpath(path)}")
+        print(f"wrote {shown(path)}")
     return 0

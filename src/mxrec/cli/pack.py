@@ -15,7 +15,7 @@ import os
 import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
-from mxrec.cli.options import add_no_progress, add_prefix_root, add_workers, checked
+from mxrec.cli.options import add_no_progress, add_prefix_root, add_workers, checked, shown
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
 from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
@@ -65,11 +65,11 @@ def report(results: list[PackResult]) -> int:
     """Print what each job wrote, every image it skipped or kept with a warning; the exit code."""
     code = EXIT_OK
     for result in results:
-        names = ", ".join(os.path.relpath(rec) for rec, _ in result.outputs)
+        names = ", ".join(shown(rec) for rec, _ in result.outputs)
         if result.manifest is not None:
-            names += f" (manifest {os.path.relpath(result.manifest)})"
+            names += f" (manifest {shown(result.manifest)})"
         extra = f", {len(result.not_images)} not images" if result.not_images else ""
-        print(f"{os.path.relpath(result.lst_path)} -> {names}: {result.records} records, "
+        print(f"{shown(result.lst_path)} -> {names}: {result.records} records, "
               f"{len(result.skipped)} skipped{extra}")
         for note in result.skipped:
             print(f"  skipped index {note.index}: {note.reason}", file=sys.stderr)

@@ -1,10 +1,11 @@
-"""mxrec verify DATASET.rec: check a dataset the way a practitioner would; exit 1 on any fault.
+"""mxrec verify DATASET: check a dataset the way a practitioner would; exit 1 on any fault.
 
-Checks the RecordIO framing and the .idx; for image datasets the labels,
-class balance (a warning), images (every one decoded with --decode, on all
-cores), image shapes and duplicate images; for an InsightFace face set its
-layout (header record, identity ranges, face labels). With --lst it also
-checks the image list the .rec was packed from, with --against another
+DATASET is a .rec file or URL, or a shard set (each shard checked, then the
+totals and the manifest). Checks the RecordIO framing and the .idx; for image
+datasets the labels, class balance (a warning), images (every one decoded with
+--decode, on all cores), image shapes and duplicate images; for an InsightFace
+face set its layout (header record, identity ranges, face labels). With --lst
+it also checks the image list the .rec was packed from, with --against another
 dataset for shared images (train/val leakage).
 
 --repair OUT writes a clean copy of every intact record plus a fresh .idx to
@@ -21,7 +22,8 @@ from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
 from mxrec.doctor.repair import repair_dataset
-from mxrec.doctor.verify import DATASET_KINDS, verify_dataset
+from mxrec.doctor.sets import verify as verify_dataset
+from mxrec.doctor.verify import DATASET_KINDS
 from mxrec.format.insightface import LAYOUTS
 
 HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"

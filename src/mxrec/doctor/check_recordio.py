@@ -16,6 +16,7 @@ from __future__ import annotations
 from mxrec.doctor.report import Check, Problem
 from mxrec.format import framing
 from mxrec.format.idx import Index, KeyType
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import try_read_index
 
 
@@ -41,9 +42,10 @@ def check_padding(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> Check
     return Check("padding", not problems, summary, problems, warning=True)
 
 
-def read_index_check(idx_path: str, key_type: KeyType = int) -> tuple[Index | None, Check | None]:
+def read_index_check(idx_path: str, key_type: KeyType = int,
+                     storage_options: StorageOptions = None) -> tuple[Index | None, Check | None]:
     """Parse the ``.idx``; on failure return the failed ``index`` check instead."""
-    index, error = try_read_index(idx_path, key_type)
+    index, error = try_read_index(idx_path, key_type, storage_options)
     if error is not None:
         return None, Check("index", False, f"{idx_path} cannot be parsed", [Problem(error.line, error.reason)])
     return index, None

@@ -27,8 +27,10 @@ from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import Index, KeyType
 from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, resolve_layout
 from mxrec.image.inspect import ImageFacts, inspect_image
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
+from mxrec.io.shardset import resolve_dataset
 
 RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
 
@@ -181,24 +183,41 @@ class FileContents(NamedTuple):
 
 def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
                   *, decode: bool = False, workers: int | None = None, layout: str = "auto",
-                  progress: Callable[[int, int], None] | None = None) -> FileContents:
-    """:func:`scan_contents` over every intact record of ``rec_path`` (stepping over damaged framing).
+                  progress: Callable[[int, int], None] | None = None,
+                  storage_options: StorageOptions = None) -> FileContents:
+    """:func:`scan_contents` over every intact record of a dataset (stepping over damaged framing).
 
-    Keys come from the ``.idx`` (default: beside the file, if present and readable), else positions.
+    ``rec_path`` is a file or URL, or a shard set (:func:`mxrec.io.shardset.resolve_dataset`): then the
+    shards' records follow each other, positions running across them (an InsightFace face layout is one
+    file's, so shards are read as plain). Keys come from the ``.idx`` (default: beside the file, if present
+    and readable), else positions.
     """
-    rec_path = os.fspath(rec_path)
-    idx_path = resolve_index(rec_path, idx_path)
+    shards, manifest = resolve_dataset(rec_path, storage_options)
+    if len(shards) == 1 and manifest is None:
+        return _file_contents(shards[0].rec, idx_path, key_type, decode, workers, layout, progress, storage_options)
+    records: list[RecordContent] = []
+    damage: list[str] = []
+    for shard in shards:
+        found = _file_contents(shard.rec, shard.idx, key_type, decode, workers, "plain", progress, storage_options)
+        for content in found.records:
+            content.position += len(records)
+        records.extend(found.records)
+        damage.extend(found.damage)
+    return FileContents(records, damage)
+
+
+def _file_contents(rec_path: str, idx_path: str | os.PathLike | None, key_type: KeyType, decode: bool,
+                   workers: int | None, layout: str, progress: Callable[[int, int], None] | None,
+                   storage_options: StorageOptions) -> FileContents:
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
     keys = None
     damage = []
     if idx_path is not None:
-        index, error = try_read_index(idx_path, key_type)  # an unreadable .idx names nothing: keys are positions
+        index, error = try_read_index(idx_path, key_type, storage_options)
         keys = None if index is None else offset_keys(index)
-        if error is not None:
+        if error is not None:  # an unreadable .idx names nothing: keys are positions
             damage.append(f"{error} (records are named by position)")
-    buf = map_file(rec_path)
-    try:
+    with mapped(rec_path, storage_options) as buf:
         spans, faults = framing.salvage_spans(buf, rec_path)
         records = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout, progress=progress)
-    finally:
-        release(buf)
     return FileContents(records, [str(f) for f in faults] + damage)

@@ -23,9 +23,10 @@ from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack_header
 from mxrec.format.idx import KeyType
 from mxrec.image.headers import image_shape
 from mxrec.image.signatures import SIGNATURE_BYTES, image_format
+from mxrec.io.filesystem import StorageOptions, is_url
 from mxrec.io.index import resolve_index, try_read_index
 from mxrec.io.insightface import read_face_set, read_property
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
 from mxrec.io.reader import RecordReader
 
 
@@ -173,22 +174,19 @@ def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan],
 
 
 def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
-                 key_type: KeyType = int) -> DatasetInfo:
-    """Summarise ``rec_path`` (and its ``.idx``, default: beside it, if present, keys of ``key_type``)."""
+                 key_type: KeyType = int, storage_options: StorageOptions = None) -> DatasetInfo:
+    """Summarise ``rec_path``, local or a URL (and its ``.idx`` of ``key_type`` keys, default: the one beside it)."""
     rec_path = os.fspath(rec_path)
-    idx_path = resolve_index(rec_path, idx_path)
-    layout, faces = face_layout_summary(rec_path, idx_path, key_type)
-    buf = map_file(rec_path)
-    try:
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
+    layout, faces = face_layout_summary(rec_path, idx_path, key_type, storage_options)
+    with mapped(rec_path, storage_options) as buf:
         spans, faults = framing.salvage_spans(buf, rec_path)
         labels, kinds = summarize_labels(buf, spans, faces)
         size = len(buf)
-    finally:
-        release(buf)
     lengths = [s.length for s in spans]
     status, entries = "missing", None
     if idx_path is not None:
-        index, error = try_read_index(idx_path, key_type)
+        index, error = try_read_index(idx_path, key_type, storage_options)
         if index is None:
             status = f"unreadable: {error}"
         else:
@@ -206,7 +204,8 @@ def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None
         index_status=status, index_entries=entries, faults=[str(f) for f in faults], layout=layout)
 
 
-def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType) -> tuple[LayoutSummary, set | None]:
+def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType,
+                        storage_options: StorageOptions = None) -> tuple[LayoutSummary, set | None]:
     """The layout of ``rec_path`` and, for a consistent InsightFace face set, the offsets of its faces.
 
     A damaged ``.idx`` leaves the layout unknown (``plain``): the index status reports it.
@@ -214,7 +213,8 @@ def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType) 
     if idx_path is None:
         return LayoutSummary(), None
     try:
-        with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+        with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False,
+                          storage_options=storage_options) as reader:
             faces = read_face_set(reader)
             if faces is None:
                 return LayoutSummary(), None
@@ -229,7 +229,7 @@ def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType) 
     except ImageDecodeError:
         shape = None
     try:
-        prop = read_property(os.path.dirname(os.path.abspath(rec_path)))
+        prop = None if is_url(rec_path) else read_property(os.path.dirname(os.path.abspath(rec_path)))
     except LayoutError as exc:
         return LayoutSummary("insightface", faces.layout.identities, faces.layout.faces, shape,
                              problem=str(exc)), offsets

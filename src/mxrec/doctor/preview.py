@@ -24,7 +24,8 @@ from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
 from mxrec.io.atomic import atomic_open
 from mxrec.io.insightface import read_face_set
-from mxrec.io.reader import RecordReader
+from mxrec.io.reader import KeyedRecords
+from mxrec.io.shardset import open_dataset
 
 CAPTION_HEIGHT = 22
 GAP = 2
@@ -118,7 +119,7 @@ def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
     return sheet
 
 
-def sample_records(reader: RecordReader) -> list[int]:
+def sample_records(reader: KeyedRecords) -> list[int]:
     """The positions a sample is drawn from: every record, or an InsightFace face set's faces only."""
     try:
         faces = read_face_set(reader)
@@ -136,14 +137,15 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     The sample is drawn from the samples of the dataset: an InsightFace face
     set's faces (:func:`~mxrec.io.insightface.read_face_set`), else every record.
 
-    Keys are ``.idx`` keys (default ``.idx``: beside the file), or positions
-    when there is none. Raises :class:`~mxrec.errors.RecordKeyError` for a key
-    that is not in the index. ``label_names`` (class id -> name, from a
-    ``.labels`` file) go into the captions. ``on_fault(where, reason)`` is
-    called for each record shown damaged (``where``: its key) and for damaged
-    framing stepped over when the file is scanned (``where``: ``"byte N"``).
+    ``rec_path`` may be a URL or a shard set. Keys are ``.idx`` keys (default
+    ``.idx``: beside the file), or positions when there is none. Raises
+    :class:`~mxrec.errors.RecordKeyError` for a key that is not in the index.
+    ``label_names`` (class id -> name, from a ``.labels`` file) go into the
+    captions. ``on_fault(where, reason)`` is called for each record shown
+    damaged (``where``: its key) and for damaged framing stepped over when the
+    file is scanned (``where``: ``"byte N"``).
     """
-    with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+    with open_dataset(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
         if reader.damage is not None and on_fault is not None:
             on_fault(f"byte {reader.damage.offset}", reader.damage.reason)
         if keys is None:

@@ -110,7 +110,7 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
                   key_type: KeyType = int, *, label_kind: str = "auto", workers: int | None = None,
                   label_names: dict[int, str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> DatasetStats:
-    """Read ``rec_path`` once and summarise its labels and images.
+    """Read a dataset (a file, URL or shard set) once and summarise its labels and images.
 
     Damaged framing and an unreadable ``.idx`` are stepped over and listed in
     :attr:`DatasetStats.damage`. ``label_names`` (class id -> name) only label the output.
@@ -127,7 +127,8 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     images = [c for c in image_records(contents) if c.image.shape is not None and not c.image.fault]
     shapes = Counter(f"{c.image.shape[1]}x{c.image.shape[0]}x{c.image.shape[2]}" for c in images)
     return DatasetStats(
-        path=os.fspath(rec_path), records=len(contents), labelled=len(records), label_kind=kind,
+        path=os.fspath(rec_path) if isinstance(rec_path, (str, os.PathLike)) else ", ".join(map(str, rec_path)),
+        records=len(contents), labelled=len(records), label_kind=kind,
         label_widths=dict(sorted(Counter(len(r.labels) for r in records).items())),
         class_counts=dict(sorted(class_counts(records).items())) if kind == "class" else {},
         value_histogram=histogram,

@@ -48,8 +48,9 @@ from mxrec.doctor.contents import find_face_layout, looks_like_image_dataset, of
 from mxrec.doctor.report import Check, Report
 from mxrec.format.idx import KeyType
 from mxrec.format.insightface import resolve_layout
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
 
 __all__ = ["Report", "verify_dataset", "verify_recordio"]
 
@@ -68,7 +69,8 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
                    lst: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
                    against: str | os.PathLike | None = None, num_classes: int | None = None,
                    label_kind: str = "auto", min_class_samples: int = 5, max_imbalance: float = 10.0,
-                   workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> Report:
+                   workers: int | None = None, progress: Callable[[int, int], None] | None = None,
+                   storage_options: StorageOptions = None) -> Report:
     """Run every check on ``rec_path`` (and its ``.idx``, default: beside it, if present); see the module doc.
 
     ``dataset_kind``: ``"auto"``, ``"image"`` (always run the content checks) or
@@ -84,27 +86,25 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
         raise ValueError(f"dataset_kind must be one of {DATASET_KINDS}, not {dataset_kind!r}")
     resolve_layout(layout)
     rec_path = os.fspath(rec_path)
-    idx_path = resolve_index(rec_path, idx_path)
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
     report = Report(rec_path)
     contents = None
-    buf = map_file(rec_path)
-    try:
+    with mapped(rec_path, storage_options) as buf:
         framing_check, spans = check_framing(buf, rec_path)
         report.checks.append(framing_check)
         report.checks.append(check_padding(buf, spans))
         keys = None
         if idx_path is not None:
-            index, failed = read_index_check(idx_path, key_type)
+            index, failed = read_index_check(idx_path, key_type, storage_options)
             report.checks.append(failed if index is None else check_index_entries(index, spans, len(buf)))
             keys = None if index is None else offset_keys(index)
         if dataset_kind != "raw" or lst is not None or against is not None:
             contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout,
                                      progress=progress)
-    finally:
-        release(buf)
     if contents is None:
         return report
-    other = None if against is None else read_contents(against, key_type=key_type, workers=workers).records
+    other = None if against is None else read_contents(against, key_type=key_type, workers=workers,
+                                                       storage_options=storage_options).records
     face_layout = None if layout == "plain" else find_face_layout(contents)
     if face_layout is not None or layout == "insightface":
         report.checks.append(check_face_layout(contents, face_layout, rec_path))

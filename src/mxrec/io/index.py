@@ -8,6 +8,9 @@ naming rule) is :mod:`mxrec.format.idx`; this module does the file I/O.
 * :func:`read_index` raises on a malformed file; :func:`try_read_index` is for
   callers that carry on without one (the doctor, repair) and want the error.
 * :func:`scan_index` / :func:`build_index` rebuild a lost or broken ``.idx``.
+
+Every path may be a URL (:mod:`mxrec.io.filesystem`); an ``.idx`` written to
+one is uploaded whole when complete.
 """
 
 from __future__ import annotations
@@ -22,42 +25,46 @@ from mxrec.format import framing
 from mxrec.format.header import ID_OFFSET, IRHEADER_SIZE
 from mxrec.format.idx import Index, KeyType, format_index, index_path_for, parse_index
 from mxrec.io.atomic import atomic_open
-from mxrec.io.mapping import map_file, release
+from mxrec.io.filesystem import StorageOptions, exists, read_bytes
+from mxrec.io.mapping import mapped
 
 KEY_SOURCES = ("auto", "position", "id")
 
 
-def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None) -> str | None:
+def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                  storage_options: StorageOptions = None) -> str | None:
     """The ``.idx`` of ``rec_path``: ``idx_path`` if given, else the one beside the ``.rec`` if it exists, else None."""
     if idx_path is not None:
         return os.fspath(idx_path)
     candidate = index_path_for(rec_path)
-    return candidate if os.path.exists(candidate) else None
+    return candidate if exists(candidate, storage_options) else None
 
 
-def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True) -> Index:
+def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True,
+               storage_options: StorageOptions = None) -> Index:
     """Read and parse an ``.idx`` file; raises :class:`~mxrec.errors.IndexFileError` naming the bad line."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return parse_index(data, key_type, path, allow_duplicates)
+    return parse_index(read_bytes(os.fspath(path), storage_options), key_type, path, allow_duplicates)
 
 
-def try_read_index(path: str | os.PathLike, key_type: KeyType = int) -> tuple[Index | None, IndexFileError | None]:
+def try_read_index(path: str | os.PathLike, key_type: KeyType = int,
+                   storage_options: StorageOptions = None) -> tuple[Index | None, IndexFileError | None]:
     """``(index, None)``, or ``(None, error)`` when the file does not parse (callers that can do without one)."""
     try:
-        return read_index(path, key_type), None
+        return read_index(path, key_type, storage_options=storage_options), None
     except IndexFileError as exc:
         return None, exc
 
 
-def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int]) -> None:
+def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int],
+                storage_options: StorageOptions = None) -> None:
     """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`)."""
     text = format_index(keys, offsets)
-    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+    with atomic_open(path, "w", encoding="utf-8", newline="", storage_options=storage_options) as f:
         f.write(text)
 
 
-def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, str]:
+def scan_index(rec_path: str | os.PathLike, keys: str = "auto",
+               storage_options: StorageOptions = None) -> tuple[Index, str]:
     """Build an index by scanning a ``.rec``; return it and the key source used.
 
     ``keys``: ``"position"`` numbers records 0, 1, ... in file order; ``"id"``
@@ -69,14 +76,11 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     if keys not in KEY_SOURCES:
         raise ValueError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
     rec_path = os.fspath(rec_path)
-    buf = map_file(rec_path)
-    try:
+    with mapped(rec_path, storage_options) as buf:
         offsets = framing.record_offsets(buf, path=rec_path)
         if keys == "position":
             return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
         ids = _header_ids(buf, offsets)
-    finally:
-        release(buf)
     if ids is not None and len(set(ids)) == len(ids):
         return Index(ids, np.array(offsets, dtype=np.int64)), "id"
     if keys == "id":
@@ -104,8 +108,9 @@ def _header_ids(buf: framing.Buffer, offsets: list[int]) -> list[int] | None:
 
 
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
-                keys: str = "auto") -> tuple[Index, str]:
+                keys: str = "auto", storage_options: StorageOptions = None) -> tuple[Index, str]:
     """Scan ``rec_path`` and write its ``.idx`` (default: beside it) atomically; see :func:`scan_index`."""
-    index, source = scan_index(rec_path, keys)
-    write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets)
+    index, source = scan_index(rec_path, keys, storage_options)
+    write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
+                storage_options)
     return index, source

@@ -69,8 +69,9 @@ def read_face_set(reader: RecordReader, layout: str = "auto") -> FaceSet | None:
     resolve_layout(layout)
     if layout == "plain":
         return None
-    where = reader.index_path or reader.path
-    usable = reader.index_path is not None and all(type(k) is int for k in reader.keys[:1])
+    index_path = getattr(reader, "index_path", None)  # a shard set has one .idx per shard: never a face set
+    where = index_path or reader.path
+    usable = index_path is not None and all(type(k) is int for k in reader.keys[:1])
     header_at = _first_position(reader.keys, HEADER_KEY) if usable else -1
     facts = _record_facts(reader, header_at) if header_at >= 0 else None
     faces = None if facts is None else header_layout(*facts)

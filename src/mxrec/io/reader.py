@@ -8,6 +8,11 @@ threads, and a forked child can go on using the mapping it inherited. Pickled,
 it carries only its path and index, and maps the file again on first use in the
 receiving process, so it works in ``DataLoader`` workers under fork and spawn.
 
+A URL (``s3://``, ``http://``, ``memory://``...) gives a
+:class:`~mxrec.io.remote_reader.RemoteRecordReader` with the same API, which
+reads the file in place with coalesced ranged requests; ``file://`` URLs and
+plain paths stay on the mapping.
+
 The record offsets come from the ``.idx`` beside the file when there is one, or
 else from one scan of the file (:func:`mxrec.format.framing.record_offsets`). Keys are
 the ``.idx`` keys, or the record positions ``0..n-1`` after a scan. ``.idx``
@@ -29,7 +34,8 @@ import numpy as np
 from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
-from mxrec.format.idx import Index, KeyType
+from mxrec.format.idx import Index, KeyType, index_path_for
+from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index, resolve_index
 from mxrec.io.mapping import map_file, release
 
@@ -50,11 +56,47 @@ def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str
         raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
 
 
-class RecordReader:
+class KeyedRecords:
+    """What every reader derives from ``position(key)``, ``reader[i]`` and ``close()``: look-ups by key, ``with``."""
+
+    def position(self, key: object) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, position: int) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def read_key(self, key: object) -> bytes:
+        """The record stored under ``key``."""
+        return self[self.position(key)]
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self.position(key)
+        except RecordKeyError:
+            return False
+        return True
+
+    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
+        """``(IRHeader, rest)`` of the record at ``position``."""
+        return unpack(self[position])
+
+    def __enter__(self) -> KeyedRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecordReader(KeyedRecords):
     """Random access to the records of a local ``.rec`` file.
 
     ``index``: ``None`` uses the ``.idx`` beside the file if it exists and scans
-    otherwise; a path uses that ``.idx``; ``False`` always scans. ``key_type``
+    otherwise; ``True`` requires the ``.idx`` beside the file (as
+    :class:`~mxrec.io.writer.RecordWriter`'s ``index=True`` names it); a path
+    uses that ``.idx``; ``False`` always scans. ``key_type``
     converts ``.idx`` keys (``int`` by default, ``str`` for string keys).
     ``duplicates``: ``"error"`` (default) rejects an ``.idx`` with a repeated
     key; ``"last"`` keeps MXNet's rule (the last line wins for key look-ups).
@@ -67,13 +109,30 @@ class RecordReader:
     payload in position order.
     """
 
+    is_remote = False
+
+    def __new__(cls, *args: object, **kwargs: object) -> RecordReader:
+        path = args[0] if args else kwargs.get("path")
+        if cls is RecordReader and isinstance(path, str) and is_url(path):
+            from mxrec.io.remote_reader import RemoteRecordReader
+
+            return super().__new__(RemoteRecordReader)
+        return super().__new__(cls)
+
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error",
-                 strict: bool = True) -> None:
-        self.path = os.fspath(path)
+                 strict: bool = True, storage_options: object = None, cache_dir: object = None) -> None:
+        # storage_options and cache_dir apply to remote files only (RemoteRecordReader).
+        self.path = local_path(path)
         if duplicates not in ("error", "last"):
             raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
-        self.index_path: str | None = None if isinstance(index, bool) else resolve_index(self.path, index)
+        if index is True:
+            index = index_path_for(self.path)
+            if not os.path.exists(index):
+                raise IndexFileError(index, f"no .idx beside {self.path} (index=True asks for it)")
+        if isinstance(index, str):
+            index = local_path(index)
+        self.index_path: str | None = None if index is False else resolve_index(self.path, index)
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
@@ -133,12 +192,6 @@ class RecordReader:
         release(self._buf)
         self._buf = None
         self._closed = True
-
-    def __enter__(self) -> RecordReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __del__(self) -> None:
         release(self.__dict__.get("_buf"))
@@ -220,17 +273,6 @@ class RecordReader:
         except (KeyError, TypeError):
             raise RecordKeyError(self.index_path or self.path, key) from None
 
-    def read_key(self, key: object) -> bytes:
-        """The record stored under ``key``."""
-        return self[self.position(key)]
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self.position(key)
-        except RecordKeyError:
-            return False
-        return True
-
     def header(self, position: int) -> IRHeader:
         """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
         view = self.view(position)
@@ -242,9 +284,14 @@ class RecordReader:
         finally:
             view.release()
 
-    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
-        """``(IRHeader, rest)`` of the record at ``position``."""
-        return unpack(self[position])
+    @property
+    def nbytes(self) -> int:
+        """Size of the ``.rec`` file in bytes."""
+        return len(self._buffer())
+
+    def describe(self, position: int) -> str:
+        """``file: record key`` for messages."""
+        return f"{self.path}: record {self.keys[position]!r}"
 
     def __repr__(self) -> str:
         return f"RecordReader({self.path!r}, {len(self)} records, index={self.index_path!r})"

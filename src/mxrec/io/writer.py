@@ -9,6 +9,10 @@ Guarantees:
   renamed into place only by a successful :meth:`RecordWriter.close`; an
   exception inside ``with`` (or Ctrl-C) removes the partial files, so nothing
   that looks finished is ever left half-written.
+* A URL (``s3://...``) is written locally and uploaded by :meth:`RecordWriter.close`
+  (always atomic: :class:`~mxrec.io.atomic.RemoteOutput`), the ``.rec``
+  before its ``.idx``, byte-identical to a local write; an exception inside
+  ``with`` uploads nothing.
 * A writer belongs to the process that opened it; using it in a forked child
   raises :class:`~mxrec.errors.ForkedWriterError` instead of interleaving bytes.
 """
@@ -24,7 +28,8 @@ import numpy as np
 from mxrec.errors import ClosedFileError, ForkedWriterError
 from mxrec.format import framing
 from mxrec.format.idx import KeyType, format_index_line, index_path_for
-from mxrec.io.atomic import PartialFile
+from mxrec.io.atomic import output_for
+from mxrec.io.filesystem import StorageOptions, is_url, local_path
 
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
 _SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise
@@ -52,12 +57,15 @@ class RecordWriter:
     """
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
-                 key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20) -> None:
-        self.path = os.fspath(path)
+                 key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20,
+                 storage_options: StorageOptions = None) -> None:
+        self.path = local_path(path)
         if index is True:
             index = index_path_for(self.path)
-        self.index_path: str | None = os.fspath(index) if index else None
+        self.index_path: str | None = local_path(index) if index else None
         self.key_type = key_type
+        if is_url(self.path) or (self.index_path is not None and is_url(self.index_path)):
+            atomic = True  # a remote file is uploaded whole by close()
         self.atomic = atomic
         self._pid = os.getpid()
         self._forks = _forks_seen[0]
@@ -68,7 +76,7 @@ class RecordWriter:
         self._pending_offsets: list[int] = []
         # With ``atomic``, each output is written under its partial name and committed by close().
         outputs = [self.path] if self.index_path is None else [self.path, self.index_path]
-        self._partials = [PartialFile(target) for target in outputs] if atomic else []
+        self._partials = [output_for(target, storage_options) for target in outputs] if atomic else []
         rec_target = self._partials[0].path if atomic else self.path
         self._rec: BinaryIO | None = open(rec_target, "wb", buffering=buffer_size)
         self._idx: TextIO | None = None

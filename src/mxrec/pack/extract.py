@@ -30,11 +30,17 @@ only, label names are checked part by part (no ``..``, no absolute paths),
 every folder is checked after it is made (a symbolic link in ``OUT_DIR``
 pointing elsewhere is refused), and files are opened without following
 symbolic links.
+
+The input may be anything :func:`mxrec.io.shardset.open_dataset` opens (a URL,
+a shard set; read front to back in large reads). ``OUT_DIR`` may be a URL:
+the files are written to a local temporary folder and uploaded, the ``.lst``
+last, so a listed set is a complete one.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,10 +50,12 @@ from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafeP
 from mxrec.format.header import IRHeader, label_array, unpack_header
 from mxrec.format.idx import KeyType
 from mxrec.format.lst import ListEntry, check_list_path
+from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
+from mxrec.io.filesystem import basename, filesystem, is_url, join, remote_error
 from mxrec.io.insightface import read_face_set
 from mxrec.io.lists import write_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import open_dataset
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -120,16 +128,24 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     total)`` is called after each record; the ``.lst`` is written last, so an
     interrupted extraction leaves image files but no ``.lst``.
     """
-    rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
+    out_dir = os.fspath(out_dir)
+    if is_url(out_dir):
+        with tempfile.TemporaryDirectory(prefix="mxrec-extract-", dir=os.environ.get("MXREC_SPOOL_DIR")) as local:
+            result = extract_records(rec_path, local, idx_path=idx_path, key_type=key_type, flat=flat,
+                                     label_names=label_names, layout=layout, progress=progress)
+            upload_folder(local, out_dir, last=result.lst_path)
+        result.out_dir = out_dir
+        result.lst_path = join(out_dir, os.path.basename(result.lst_path))
+        return result
     os.makedirs(out_dir, exist_ok=True)
     real_root = os.path.realpath(out_dir)
-    stem = os.path.splitext(os.path.basename(rec_path))[0]
+    stem = dataset_stem(rec_path)
     result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
     if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
         raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
     entries: list[ListEntry] = []
     used: set[str] = set()
-    with RecordReader(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
+    with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
         result.damage = None if reader.damage is None else str(reader.damage)
         faces = read_face_set(reader, layout)
         positions = range(len(reader)) if faces is None else faces.positions.tolist()
@@ -156,3 +172,26 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                 progress(done, len(positions))
     write_list(result.lst_path, entries, exact=True)
     return result
+
+
+def dataset_stem(spec: object) -> str:
+    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, for ``[train_0.rec, ...]``."""
+    first = os.fspath(spec if isinstance(spec, (str, os.PathLike)) else next(iter(spec)))  # type: ignore[call-overload]
+    name = basename(first.rstrip("/"))
+    if name.endswith(MANIFEST_SUFFIX):
+        return name[:-len(MANIFEST_SUFFIX)]
+    return os.path.splitext(name)[0] or "dataset"
+
+
+def upload_folder(local: str, url: str, last: str | None = None) -> None:
+    """Upload every file under ``local`` to the folder ``url``, ``last`` (a file among them) after all the others."""
+    fs, base = filesystem(url)
+    files = sorted(os.path.join(d, n) for d, _, names in os.walk(local) for n in names)
+    if last is not None:
+        files = [f for f in files if f != last] + [last]
+    for path in files:
+        target = base.rstrip("/") + "/" + os.path.relpath(path, local).replace(os.sep, "/")
+        try:
+            fs.put_file(path, target)
+        except Exception as exc:
+            raise remote_error(join(url, os.path.relpath(path, local)), exc, "upload") from None

@@ -57,6 +57,7 @@ from mxrec.format.header import IRHeader, pack, unpack_header
 from mxrec.format.lst import ListEntry, resolve_list_path
 from mxrec.image.codec import opencv
 from mxrec.image.signatures import image_format
+from mxrec.io.filesystem import glob, is_url, join, read_bytes
 from mxrec.io.lists import iter_numbered_list
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
@@ -132,9 +133,8 @@ def read_pack_list(lst_path: str | os.PathLike, root: str | os.PathLike = ".") -
 def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTransform,
                  pack_label: bool = False) -> bytes:
     """The record payload for one ``.lst`` entry: ``IRHeader`` + the transformed image file."""
-    path = resolve_list_path(root, entry.path)
-    with open(path, "rb") as f:
-        data = f.read()
+    path = join(root, entry.path) if is_url(root) else resolve_list_path(root, entry.path)
+    data = read_bytes(path)
     body = transform.apply(data, what=path)
     return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
 
@@ -154,7 +154,7 @@ def _record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pa
     except (OSError, MxrecError) as exc:
         return None, str(exc)
     except Exception as exc:  # OpenCV's own errors: one bad image must not stop the job
-        return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
+        return None, f"{join(root, entry.path)}: {type(exc).__name__}: {exc}"
 
 
 @contextlib.contextmanager
@@ -234,6 +234,7 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
     """
     lst_path, root = os.fspath(lst_path), os.fspath(root)
     rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
+    # every path may be a URL: lists and images are read through fsspec, outputs uploaded when complete
     transform = transform if transform is not None else ImageTransform()
     entries = read_pack_list(lst_path, root)
     if not entries:
@@ -277,6 +278,12 @@ def find_prefix_lists(prefix: str | os.PathLike) -> list[str]:
     else its parent; every file there whose absolute path starts with the
     absolute ``prefix`` and ends with ``.lst`` is packed.
     """
+    if is_url(os.fspath(prefix)):
+        prefix = os.fspath(prefix)
+        lists = [p for p in glob(prefix + "*.lst") + glob(prefix.rstrip("/") + "/*.lst") if p.startswith(prefix)]
+        if not lists:
+            raise PackError(f"no .lst file starts with the prefix {prefix!r}")
+        return sorted(set(lists))
     prefix = os.path.abspath(prefix)
     folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
     lists = sorted(path for path in (os.path.join(folder, name) for name in os.listdir(folder))

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
+from mxrec.io.filesystem import filesystem, is_url, join, remote_error
 from mxrec.io.lists import label_names_path, write_label_names, write_list
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
@@ -90,9 +91,11 @@ def walk_images(root: str | os.PathLike, recursive: bool = False,
                 exts: Iterable[str] = DEFAULT_EXTS) -> ImageList:
     """The images under ``root`` with im2rec's indices and labels (not shuffled)."""
     root = os.fspath(root)
+    wanted = frozenset(ext.lower() for ext in exts)
+    if is_url(root):
+        return _walk_remote(root, recursive, wanted)
     if not os.path.isdir(root):
         raise MxrecError(f"{root}: not a directory")
-    wanted = frozenset(ext.lower() for ext in exts)
     entries: list[ListEntry] = []
     if not recursive:
         for name in sorted(os.listdir(root)):
@@ -110,6 +113,27 @@ def walk_images(root: str | os.PathLike, recursive: bool = False,
                 entries.append(ListEntry(len(entries), (float(label),),
                                          _checked_path(os.path.relpath(full, root), full)))
     return ImageList(entries, {label: os.path.relpath(path, root) for path, label in labels.items()})
+
+
+def _walk_remote(root: str, recursive: bool, wanted: frozenset[str]) -> ImageList:
+    """:func:`walk_images` for a URL: one listing, then the order and labels ``os.walk`` would give."""
+    fs, base = filesystem(root)
+    base = base.rstrip("/")
+    try:
+        found = fs.find(base, maxdepth=None if recursive else 1, withdirs=False)
+    except Exception as exc:
+        raise remote_error(root, exc, "listing") from None
+    relative = [path[len(base) + 1:] for path in found if path.startswith(base + "/")]
+    # top-down, sorted: a folder's files, then its sub-folders (as os.walk with sorted names)
+    relative.sort(key=lambda rel: (tuple(rel.split("/")[:-1]), rel.rsplit("/", 1)[-1]))
+    entries: list[ListEntry] = []
+    labels: dict[str, int] = {}
+    for rel in relative:
+        if _is_image(rel, wanted):
+            folder = rel.rsplit("/", 1)[0] if "/" in rel else os.curdir
+            label = labels.setdefault(folder, len(labels)) if recursive else 0
+            entries.append(ListEntry(len(entries), (float(label),), _checked_path(rel, join(root, rel))))
+    return ImageList(entries, {label: folder for folder, label in labels.items()} if recursive else {0: os.curdir})
 
 
 # -- shuffling and splitting ---------------------------------------------

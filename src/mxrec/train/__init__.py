@@ -2,6 +2,7 @@
 
 * :mod:`~mxrec.train.sampler`: which records go into which batch, every epoch, on every rank.
 * :mod:`~mxrec.train.pipeline`: threads that decode samples straight into preallocated batch buffers.
+* :mod:`~mxrec.train.prefetch`: remote records fetched a batch at a time, ahead of decoding.
 * :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``).
 * :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
 * :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).

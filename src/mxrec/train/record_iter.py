@@ -10,6 +10,13 @@ what happens here instead; decoding runs on :mod:`mxrec.train.pipeline`'s
 threads. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
 is reproducible whatever ``preprocess_threads``.
+
+``path_imgrec`` may be anything :func:`mxrec.io.shardset.open_dataset` opens:
+a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
+manifest, folder). Remote records are fetched a batch at a time, with
+coalesced ranged reads, ahead of decoding (:mod:`mxrec.train.prefetch`).
+``state_dict()``/``load_state_dict()`` save and resume the position in the
+epoch, also on another number of ranks (:mod:`mxrec.train.sampler`).
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ from mxrec.image.codec import DecodeBuffers, decode_pixels
 from mxrec.io.atomic import atomic_open
 from mxrec.io.insightface import FaceSet, check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import open_dataset
+from mxrec.io.subset import RecordSubset
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.normalize import NormalizeParams, SlotWriter
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.sampler import BatchSampler, LastBatch
+from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
 from mxrec.transforms.rng import SampleRandom, stream_key
 
 
@@ -39,18 +48,26 @@ from mxrec.transforms.rng import SampleRandom, stream_key
 class RecordIterParams:
     """``ImageRecordIter``'s own parameters (the augmenter's and normaliser's are in their modules).
 
-    MXNet's meaning throughout. ``drop_last``, ``on_broken`` and ``layout``
-    are mxrec's additions: drop the last incomplete batch of each epoch (and
-    cut parts down rather than pad them); ``"skip"`` or ``"error"`` on a
-    record whose image cannot be decoded; and how the records are laid out
-    (:data:`~mxrec.format.insightface.LAYOUTS`): ``"auto"`` reads an
-    InsightFace face set (header record under ``.idx`` key 0) as its face
-    records only, each labelled with its identity (the face record's label,
-    or its first label), and any other ``.rec`` record by record;
-    ``"insightface"`` requires a face set, ``"plain"`` reads every record. Accepted for compatibility with no effect
-    here: ``verbose``, ``ctx``, ``device_id`` (numpy output, one way of
-    threading), ``shuffle_chunk_size``, ``shuffle_chunk_seed`` (the shuffle
-    is always global).
+    MXNet's meaning throughout, except for ``num_parts``/``part_index``:
+    ranks take turns in one global order (:mod:`mxrec.train.sampler`); left
+    unset, they come from an initialised ``torch.distributed`` (else 1 and 0).
+
+    mxrec's additions: ``drop_last`` (drop each epoch's last incomplete step),
+    ``on_broken`` (``"skip"`` or ``"error"`` on a record whose image cannot be
+    decoded), ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`: ``"auto"``
+    reads an InsightFace face set (header record under ``.idx`` key 0) as its
+    face records only, each labelled with its identity (the face record's
+    label, or its first label), and any other dataset record by record;
+    ``"insightface"`` requires a face set, ``"plain"`` reads every record),
+    ``shuffle_block``/``shuffle_window`` (block shuffle: records per block,
+    blocks per window; ``None`` means a global shuffle for local data and
+    blocks of about 4 MiB for remote data; ``0`` forces a global shuffle),
+    ``stick_to_shard``/``pad_last_batch`` (DALI-style contiguous parts),
+    ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
+    remote data, default ``$MXREC_CACHE_DIR``). MXNet's ``shuffle_chunk_size``
+    (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
+    compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
+    (numpy output, one way of threading), ``shuffle_chunk_seed``.
     """
 
     path_imgrec: str
@@ -62,8 +79,8 @@ class RecordIterParams:
     shuffle: bool = False
     seed: int = 0
     seed_aug: int | None = None
-    num_parts: int = 1
-    part_index: int = 0
+    num_parts: int | None = None
+    part_index: int | None = None
     round_batch: bool = True
     drop_last: bool = False
     preprocess_threads: int = 4
@@ -80,6 +97,12 @@ class RecordIterParams:
     device_id: int = 0
     shuffle_chunk_size: int = 0
     shuffle_chunk_seed: int = 0
+    shuffle_block: int | None = None
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    stick_to_shard: bool = False
+    pad_last_batch: bool = True
+    storage_options: dict | None = None
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
@@ -190,18 +213,27 @@ class ImageRecordIter(BatchIter):
         self._random = self.augment_params.is_random or self.normalize_params.is_random
         self._aug_key = stream_key(AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
         self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
-        self._reader = RecordReader(p.path_imgrec, index=p.path_imgidx or None)
-        self._faces = read_face_set(self._reader, p.layout)
+        reader = open_dataset(p.path_imgrec, index=p.path_imgidx or None, storage_options=p.storage_options,
+                              cache_dir=p.cache_dir)
+        self._faces = read_face_set(reader, p.layout)
         if self._faces is not None and p.label_width != 1 and self._labels is None:
             raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
                                  f"so label_width must be 1, not {p.label_width}")
+        # the samples: every record, or a face set's faces
+        self._reader = reader if self._faces is None else RecordSubset(reader, self._faces.positions)
+        self._prefetcher = BatchPrefetcher(self._reader) if self._reader.is_remote else None
+        num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
-        samples = len(self._reader) if self._faces is None else len(self._faces)
-        sampler = BatchSampler(samples, p.batch_size, shuffle=p.shuffle, seed=p.seed,
-                               num_parts=p.num_parts, part_index=p.part_index, last_batch=last_batch)
+        samples = len(self._reader)
+        block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
+        read_ahead_window(self._reader, block, p.shuffle_window)
+        sampler = BatchSampler(samples, p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
+                               part_index=part_index, last_batch=last_batch, shuffle_block=block,
+                               shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
+                               pad_last_batch=p.pad_last_batch)
         pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
                                  prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
@@ -214,16 +246,22 @@ class ImageRecordIter(BatchIter):
         """The face records read, for an InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`)."""
         return self._faces
 
-    def _record(self, sample: int) -> int:
-        """The reader position of sample ``sample`` (the faces of a face set are a subset of the records)."""
-        return sample if self._faces is None else int(self._faces.positions[sample])
-
     def describe(self, position: int) -> str:
         """``file: record key`` for messages (``position``: a sample number)."""
-        return f"{self._reader.path}: record {self._reader.keys[self._record(position)]!r}"
+        return self._reader.describe(position)
+
+    def _plans(self, plans: list) -> Any:
+        return plans if self._prefetcher is None else self._prefetcher.plans(plans)
+
+    def _prepare_restart(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.clear()
 
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
-        view = self._reader.view(self._record(position))
+        if self._prefetcher is None:
+            view = self._reader.view(position)
+        else:
+            view = memoryview(self._prefetcher.payload(position))
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
         img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
@@ -254,4 +292,15 @@ class ImageRecordIter(BatchIter):
 
     def close(self) -> None:
         super().close()
+        if self._prefetcher is not None:
+            self._prefetcher.close()
         self._reader.close()
+
+
+def shuffle_block_for(reader: Any, shuffle_block: int | None, chunk_megabytes: float = 0) -> int:
+    """Records per shuffle block: as given, else from MXNet's ``shuffle_chunk_size`` (MB), else the default."""
+    if shuffle_block is not None:
+        return shuffle_block
+    if chunk_megabytes > 0 and len(reader):
+        return max(1, round(chunk_megabytes * (1 << 20) * len(reader) / max(reader.nbytes, 1)))
+    return default_shuffle_block(reader.is_remote, len(reader), reader.nbytes if reader.is_remote else 0)
