@@ -155,12 +155,9 @@ class _ImageRecords:
         reader = open_dataset(path, index, storage_options=storage_options, cache_dir=cache_dir)
         self.faces = read_face_set(reader, layout)
         self.reader = reader if self.faces is None else RecordSubset(reader, self.faces.positions)
-        self.flag = flag
-        self.transform = transform
-        self.target_transform = target_transform
-        self.seed = seed
-        self.on_broken = on_broken
-        self.label_dtype = label_dtype
+        self.flag, self.seed = flag, seed
+        self.transform, self.target_transform = transform, target_transform
+        self.on_broken, self.label_dtype = on_broken, label_dtype
         self.skipped: list[str] = []
         self._epoch = _SharedEpoch()
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from mxrec.errors import ParameterError
 from mxrec.train.pipeline import BatchPipeline
+from mxrec.train.prefetch import BatchPrefetcher
 from mxrec.train.sampler import NO_LEFTOVER, BatchSampler, Leftover
 
 AUGMENT_STREAM = 0x617567  # separates augmentation streams from any other use of the same seed
@@ -118,12 +119,23 @@ class BatchIter:
         self._drop_progress()
         self.epoch, self._start, self._leftover_in = epoch, consumed, leftover
 
+    # A remote dataset's iterator sets this: each batch's records are fetched together as the pipeline takes it.
+    _prefetcher: BatchPrefetcher | None = None
+
     def _prepare_restart(self) -> None:
-        """Hook: forget work prepared for the batches being dropped (remote prefetches)."""
+        """Forget work prepared for the batches being dropped (remote prefetches)."""
+        if self._prefetcher is not None:
+            self._prefetcher.clear()
 
     def _plans(self, plans: list) -> Any:
-        """Hook: the plans as the pipeline should take them (a remote iterator wraps them to fetch ahead)."""
-        return plans
+        """The plans as the pipeline should take them (with a prefetcher: wrapped to fetch ahead)."""
+        return plans if self._prefetcher is None else self._prefetcher.plans(plans)
+
+    def _record_view(self, reader: Any, position: int) -> memoryview:
+        """The record at ``position`` of ``reader``: from the prefetched batch when there is a prefetcher."""
+        if self._prefetcher is None:
+            return reader.view(position)
+        return memoryview(self._prefetcher.payload(position))
 
     def reset(self) -> None:
         """Go back to the start: the next batch is the first of a new epoch (new shuffle, new augmentations).
@@ -200,6 +212,8 @@ class BatchIter:
         """Stop the loading threads. Idempotent."""
         self._current = None
         self._pipeline.close()
+        if self._prefetcher is not None:
+            self._prefetcher.close()
 
     def __enter__(self) -> BatchIter:
         return self

@@ -146,18 +146,10 @@ class ImageIter(BatchIter):
     def _image_path(self, name: str) -> str:
         return join(self.path_root, name) if is_url(self.path_root) else os.path.join(self.path_root, name)
 
-    def _plans(self, plans: list) -> Any:
-        return plans if self._prefetcher is None else self._prefetcher.plans(plans)
-
-    def _prepare_restart(self) -> None:
-        if self._prefetcher is not None:
-            self._prefetcher.clear()
-
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         key = self._keys[position]
         if self._reader is not None:
-            view = self._reader.view(position) if self._prefetcher is None else memoryview(
-                self._prefetcher.payload(position))
+            view = self._record_view(self._reader, position)
             header, start = unpack_header(view)
             buf = view[start:]
             labels = header.label if self._entries is None else self._entries[key][0]
@@ -182,7 +174,5 @@ class ImageIter(BatchIter):
 
     def close(self) -> None:
         super().close()
-        if self._prefetcher is not None:
-            self._prefetcher.close()
         if self._reader is not None:
             self._reader.close()

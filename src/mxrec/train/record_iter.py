@@ -250,18 +250,8 @@ class ImageRecordIter(BatchIter):
         """``file: record key`` for messages (``position``: a sample number)."""
         return self._reader.describe(position)
 
-    def _plans(self, plans: list) -> Any:
-        return plans if self._prefetcher is None else self._prefetcher.plans(plans)
-
-    def _prepare_restart(self) -> None:
-        if self._prefetcher is not None:
-            self._prefetcher.clear()
-
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
-        if self._prefetcher is None:
-            view = self._reader.view(position)
-        else:
-            view = memoryview(self._prefetcher.payload(position))
+        view = self._record_view(self._reader, position)
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
         img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
@@ -292,8 +282,6 @@ class ImageRecordIter(BatchIter):
 
     def close(self) -> None:
         super().close()
-        if self._prefetcher is not None:
-            self._prefetcher.close()
         self._reader.close()
 
 
