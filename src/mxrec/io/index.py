@@ -13,14 +13,26 @@ naming rule) is :mod:`mxrec.format.idx`; this module does the file I/O.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from mxrec.errors import IndexFileError
 from mxrec.format import framing
 from mxrec.format.header import ID_OFFSET, IRHEADER_SIZE
-from mxrec.format.idx import Index, KeyType, format_index, index_path_for, parse_index
+from mxrec.format.idx import (
+    Index,
+    IntIndexBuilder,
+    IntKeys,
+    KeyType,
+    check_unique,
+    format_index,
+    index_path_for,
+    parse_index,
+    parse_int_lines,
+)
 from mxrec.io.atomic import atomic_open
 from mxrec.io.mapping import map_file, release
 
@@ -36,10 +48,71 @@ def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
 
 
 def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True) -> Index:
-    """Read and parse an ``.idx`` file; raises :class:`~mxrec.errors.IndexFileError` naming the bad line."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return parse_index(data, key_type, path, allow_duplicates)
+    """Read and parse an ``.idx`` file; raises :class:`~mxrec.errors.IndexFileError` naming the bad line.
+
+    Integer-keyed files are parsed a chunk at a time on a few threads, into
+    compact arrays (:class:`~mxrec.format.idx.IntKeys`): the text is never held
+    whole, and no Python object is made per key.
+    """
+    index = _read_int_index(path) if key_type is int else None
+    if index is None:
+        with open(path, "rb") as f:
+            data = f.read()
+        return parse_index(data, key_type, path, allow_duplicates)
+    if not allow_duplicates:
+        check_unique(index, path)
+    return index
+
+
+_CHUNK = 8 << 20  # bytes of .idx text parsed at once
+
+
+def _read_int_index(path: str | os.PathLike) -> Index | None:
+    """The index of a file of plain ``digits<TAB>digits`` lines, or None for any other file (and an empty one)."""
+    buf = map_file(path)
+    try:
+        size = len(buf)
+        if not size:
+            return None
+        # Cut the text into chunks that end at a line end; count the lines to size the arrays once.
+        cuts, lines = [0], 0
+        while cuts[-1] < size:
+            start = cuts[-1]
+            end = size if size - start <= _CHUNK else buf.rfind(b"\n", start, start + _CHUNK) + 1
+            if end <= start:  # a line longer than a chunk: not a plain integer .idx
+                return None
+            cuts.append(end)
+            lines += int(np.count_nonzero(np.frombuffer(buf, np.uint8, end - start, start) == 10))
+        if buf[size - 1:size] != b"\n":
+            lines += 1
+
+        def parse(i: int) -> np.ndarray | None:
+            chunk = buf[cuts[i]:cuts[i + 1]]
+            return parse_int_lines(chunk if chunk.endswith(b"\n") else chunk + b"\n")
+
+        builder = IntIndexBuilder(lines)
+        if len(cuts) == 2:
+            pairs = parse(0)
+            if pairs is None:
+                return None
+            builder.add(pairs)
+            return builder.build()
+        # numpy's number parsing releases the GIL: chunks are parsed on a few threads, added in order.
+        threads = min(4, os.cpu_count() or 1)
+        with ThreadPoolExecutor(threads, thread_name_prefix="mxrec-idx") as pool:
+            pending: deque[Future] = deque()
+            for i in range(len(cuts) - 1):
+                pending.append(pool.submit(parse, i))
+                while pending and (len(pending) > 2 * threads or i == len(cuts) - 2):
+                    pairs = pending.popleft().result()
+                    if pairs is None:
+                        for future in pending:
+                            future.cancel()
+                        return None
+                    builder.add(pairs)
+        return builder.build()
+    finally:
+        release(buf)
 
 
 def try_read_index(path: str | os.PathLike, key_type: KeyType = int) -> tuple[Index | None, IndexFileError | None]:
@@ -73,16 +146,24 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     try:
         offsets = framing.record_offsets(buf, path=rec_path)
         if keys == "position":
-            return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
+            return Index(IntKeys(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
         ids = _header_ids(buf, offsets)
     finally:
         release(buf)
     if ids is not None and len(set(ids)) == len(ids):
-        return Index(ids, np.array(offsets, dtype=np.int64)), "id"
+        return Index(_compact_keys(ids), np.array(offsets, dtype=np.int64)), "id"
     if keys == "id":
         why = "a record is too short for an IRHeader" if ids is None else "record ids are not unique"
         raise IndexFileError(rec_path, f"cannot key the index by record id: {why}")
-    return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
+    return Index(IntKeys(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
+
+
+def _compact_keys(keys: list[int]) -> IntKeys | list[int]:
+    """``keys`` as :class:`IntKeys` when they fit in int64 (record ids are unsigned 64-bit)."""
+    try:
+        return IntKeys.from_array(np.array(keys, dtype=np.int64))
+    except OverflowError:
+        return keys
 
 
 def _header_ids(buf: framing.Buffer, offsets: list[int]) -> list[int] | None:
