@@ -52,10 +52,12 @@ from mxrec.image.codec import decode_image, encode_image
 from mxrec.io.index import read_index
 from mxrec.io.keys import KeyStore
 from mxrec.io.mapping import map_file, release
-from mxrec.io.writer import RecordWriter
+from mxrec.io.writer import FORK_GENERATION, RecordWriter
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img"]
 
+_QUEUE_RECORDS = 256  # records a writer queues before framing and writing them together
+_MAX_LENGTH = framing.MAX_LENGTH
 _unpack_part_header = framing.PART_HEADER.unpack_from
 _MAGIC = framing.MAGIC
 _FULL_LIMIT = framing.FULL_LIMIT
@@ -66,7 +68,16 @@ _IR_SIZE = IRHEADER_SIZE
 
 
 class MXRecordIO:
-    """Sequential reading (``flag='r'``) or writing (``flag='w'``) of a ``.rec`` file."""
+    """Sequential reading (``flag='r'``) or writing (``flag='w'``) of a ``.rec`` file.
+
+    A writer frames and writes records in groups (:meth:`RecordWriter.write_batch
+    <mxrec.io.writer.RecordWriter.write_batch>`: one magic check for a whole
+    group): ``write`` queues a record, and every way to observe the output --
+    ``tell``, ``close``, ``idx``, ``keys`` -- writes the queue first, so what
+    is seen is always what MXNet would show.
+    """
+
+    _pending: list | None = None  # records queued by write() / write_idx(); None unless open for writing
 
     def __init__(self, uri: str | os.PathLike, flag: str) -> None:
         self.uri = os.fspath(uri)
@@ -84,6 +95,7 @@ class MXRecordIO:
         """Open the file; ``'w'`` truncates it."""
         if self.flag == "w":
             self._writer = RecordWriter(self.uri)
+            self._pending = []
             self.writable = True
         elif self.flag == "r":
             self._buf = map_file(self.uri)
@@ -92,6 +104,7 @@ class MXRecordIO:
         else:
             raise ModeError(f"Invalid flag {self.flag!r}: use 'r' or 'w'")
         self.pid = os.getpid()
+        self._forks = FORK_GENERATION[0]
         self.is_open = True
 
     def close(self) -> None:
@@ -99,8 +112,12 @@ class MXRecordIO:
         if not self.is_open:
             return
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            try:
+                self._flush_pending()
+            finally:
+                self._pending = None
+                self._writer.close()
+                self._writer = None
         release(self._buf)
         self._buf = None
         self.is_open = False
@@ -125,7 +142,7 @@ class MXRecordIO:
         if self.is_open and self.writable:
             raise TypeError(f"cannot pickle {type(self).__name__}({self.uri!r}) open for writing: "
                             "the copy would truncate the file; close it first")
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_buf", "_writer")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_buf", "_writer", "_pending")}
         state["_cursor"] = 0
         return state
 
@@ -147,10 +164,24 @@ class MXRecordIO:
 
     def write(self, buf: bytes) -> None:
         """Append one record."""
-        writer = self._writer
-        if writer is None:
+        pending = self._pending
+        if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
             self._require(writable=True)
-        writer.write(buf, indexed=False)
+            self._flush_pending()  # in a forked child: raises ForkedWriterError
+            self._writer.write(buf, indexed=False)
+            return
+        if len(buf) > _MAX_LENGTH:
+            framing.check_payload_length(len(buf))
+        pending.append(buf)
+        if len(pending) >= _QUEUE_RECORDS:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        """Write the queued records."""
+        pending = self._pending
+        if pending:
+            self._pending = []
+            self._writer.write_batch(pending, indexed=False)
 
     def read(self) -> bytes | None:
         """The next record, or ``None`` at the end of the file."""
@@ -176,7 +207,10 @@ class MXRecordIO:
         """Byte offset of the next record to be read or written."""
         if not self.is_open:
             raise ClosedFileError(f"{self.uri}: {type(self).__name__} is closed")
-        return self._writer.tell() if self.writable else self._cursor
+        if self.writable:
+            self._flush_pending()
+            return self._writer.tell()
+        return self._cursor
 
 
 class MXIndexedRecordIO(MXRecordIO):
@@ -185,17 +219,19 @@ class MXIndexedRecordIO(MXRecordIO):
     def __init__(self, idx_path: str | os.PathLike, uri: str | os.PathLike, flag: str,
                  key_type: KeyType = int) -> None:
         self.idx_path = os.fspath(idx_path)
-        self.idx: dict | OffsetMap = {}
-        self.keys: list | KeyList = []
+        self.idx = {}
+        self.keys = []
         self.key_type = key_type
         super().__init__(uri, flag)
 
     def open(self) -> None:
         if self.flag == "w":
             self._writer = RecordWriter(self.uri, index=self.idx_path, key_type=self.key_type)
+            self._pending, self._pending_keys = [], []
             self.writable = True
             self.idx, self.keys = {}, []
             self.pid = os.getpid()
+            self._forks = FORK_GENERATION[0]
             self.is_open = True
             return
         super().open()
@@ -249,14 +285,59 @@ class MXIndexedRecordIO(MXRecordIO):
             self.seek(idx)
             return self.read()
 
+    @property
+    def idx(self) -> dict | OffsetMap:
+        """``{key: offset}`` (for a duplicated key, the last line's offset)."""
+        if self._pending:
+            self._flush_pending()
+        return self._idx
+
+    @idx.setter
+    def idx(self, value: dict | OffsetMap) -> None:
+        self._idx = value
+
+    @property
+    def keys(self) -> list | KeyList:
+        """The keys in ``.idx`` order, duplicates included."""
+        if self._pending:
+            self._flush_pending()
+        return self._keys
+
+    @keys.setter
+    def keys(self, value: list | KeyList) -> None:
+        self._keys = value
+
+    def write(self, buf: bytes) -> None:
+        """Append a record that the ``.idx`` does not list."""
+        self._flush_pending()
+        self._require(writable=True)
+        self._writer.write(buf, indexed=False)
+
     def write_idx(self, idx: object, buf: bytes) -> None:
         """Append a record and list it in the ``.idx`` under key ``idx``."""
-        writer = self._writer
-        if writer is None:
+        pending = self._pending
+        if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
             self._require(writable=True)
-        key = self.key_type(idx)
-        self.idx[key] = writer.write(buf, key=key)
-        self.keys.append(key)
+            self._flush_pending()  # in a forked child: raises ForkedWriterError
+            key = self.key_type(idx)
+            self._idx[key] = self._writer.write(buf, key=key)
+            self._keys.append(key)
+            return
+        if len(buf) > _MAX_LENGTH:
+            framing.check_payload_length(len(buf))
+        pending.append(buf)
+        self._pending_keys.append(self.key_type(idx))
+        if len(pending) >= _QUEUE_RECORDS:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        pending = self._pending
+        if pending:
+            keys = self._pending_keys
+            self._pending, self._pending_keys = [], []
+            offsets = self._writer.write_batch(pending, keys)
+            self._idx.update(zip(keys, offsets, strict=True))
+            self._keys.extend(keys)
 
 
 class KeyList(MutableSequence):

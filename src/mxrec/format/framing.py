@@ -115,6 +115,13 @@ def aligned_magic_offsets(payload: Buffer) -> list[int]:
     return found
 
 
+def check_payload_length(length: int) -> None:
+    """Raise :class:`RecordTooLargeError` for a payload of ``length`` bytes that no part header can describe."""
+    if length > MAX_LENGTH:
+        raise RecordTooLargeError(
+            f"a record payload holds at most {MAX_LENGTH} bytes (2**29 - 1); got {length}")
+
+
 def record_chunks(payload: Buffer) -> list[Buffer]:
     """The byte strings that, written one after another, store ``payload`` as one record.
 
@@ -122,9 +129,7 @@ def record_chunks(payload: Buffer) -> list[Buffer]:
     and padding. ``b"".join(record_chunks(p)) == encode_record(p)``.
     """
     length = len(payload)
-    if length > MAX_LENGTH:
-        raise RecordTooLargeError(
-            f"a record payload holds at most {MAX_LENGTH} bytes (2**29 - 1); got {length}")
+    check_payload_length(length)
     cuts = aligned_magic_offsets(payload)
     if not cuts:
         return [PART_HEADER.pack(MAGIC, length), payload, PADDING[-length % 4]]

@@ -12,10 +12,12 @@ naming rule) is :mod:`mxrec.format.idx`; this module does the file I/O.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 
@@ -37,6 +39,7 @@ from mxrec.io.atomic import atomic_open
 from mxrec.io.mapping import map_file, release
 
 KEY_SOURCES = ("auto", "position", "id")
+T = TypeVar("T")
 
 
 def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None) -> str | None:
@@ -64,55 +67,66 @@ def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicate
     return index
 
 
-_CHUNK = 8 << 20  # bytes of .idx text parsed at once
+_CHUNK = 2 << 20  # bytes of .idx text parsed at once
 
 
 def _read_int_index(path: str | os.PathLike) -> Index | None:
-    """The index of a file of plain ``digits<TAB>digits`` lines, or None for any other file (and an empty one)."""
-    buf = map_file(path)
-    try:
-        size = len(buf)
-        if not size:
+    """The index of a file of plain ``digits<TAB>digits`` lines, or None for any other file (and an empty one).
+
+    Two passes of plain reads (not a memory map, whose pages would count as
+    the process's memory): one counts the lines to size the arrays once, the
+    other parses chunks that end at a line end, on a few threads, in order.
+    """
+    with open(path, "rb") as f:
+        lines, last = 0, b""
+        while block := f.read(_CHUNK):
+            lines += block.count(b"\n")
+            last = block[-1:]
+        if not last:
             return None
-        # Cut the text into chunks that end at a line end; count the lines to size the arrays once.
-        cuts, lines = [0], 0
-        while cuts[-1] < size:
-            start = cuts[-1]
-            end = size if size - start <= _CHUNK else buf.rfind(b"\n", start, start + _CHUNK) + 1
-            if end <= start:  # a line longer than a chunk: not a plain integer .idx
-                return None
-            cuts.append(end)
-            lines += int(np.count_nonzero(np.frombuffer(buf, np.uint8, end - start, start) == 10))
-        if buf[size - 1:size] != b"\n":
+        if last != b"\n":
             lines += 1
-
-        def parse(i: int) -> np.ndarray | None:
-            chunk = buf[cuts[i]:cuts[i + 1]]
-            return parse_int_lines(chunk if chunk.endswith(b"\n") else chunk + b"\n")
-
+        f.seek(0)
         builder = IntIndexBuilder(lines)
-        if len(cuts) == 2:
-            pairs = parse(0)
+        for pairs in _in_order(parse_int_lines, _line_chunks(f)):
             if pairs is None:
                 return None
             builder.add(pairs)
-            return builder.build()
-        # numpy's number parsing releases the GIL: chunks are parsed on a few threads, added in order.
-        threads = min(4, os.cpu_count() or 1)
-        with ThreadPoolExecutor(threads, thread_name_prefix="mxrec-idx") as pool:
-            pending: deque[Future] = deque()
-            for i in range(len(cuts) - 1):
-                pending.append(pool.submit(parse, i))
-                while pending and (len(pending) > 2 * threads or i == len(cuts) - 2):
-                    pairs = pending.popleft().result()
-                    if pairs is None:
-                        for future in pending:
-                            future.cancel()
-                        return None
-                    builder.add(pairs)
         return builder.build()
-    finally:
-        release(buf)
+
+
+def _line_chunks(f: BinaryIO) -> Iterator[bytes]:
+    """The text of ``f`` in chunks of whole lines, each ending with a newline (one added at the end if missing)."""
+    carry = b""
+    while block := f.read(_CHUNK):
+        data = carry + block if carry else block
+        cut = data.rfind(b"\n") + 1
+        carry = data[cut:]
+        if cut:
+            yield data[:cut]
+    if carry:
+        yield carry + b"\n"
+
+
+def _in_order(fn: Callable[[bytes], T], items: Iterator[bytes]) -> Iterator[T]:
+    """``map(fn, items)`` on a few threads (``fn`` must release the GIL to gain), a few items in flight."""
+    threads = min(4, os.cpu_count() or 1)
+    head = list(itertools.islice(items, 2))
+    if len(head) < 2 or threads == 1:  # one chunk (most files): no threads
+        yield from map(fn, itertools.chain(head, items))
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="mxrec-idx") as pool:
+        pending: deque[Future[T]] = deque(pool.submit(fn, item) for item in head)
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) > threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def try_read_index(path: str | os.PathLike, key_type: KeyType = int) -> tuple[Index | None, IndexFileError | None]:
