@@ -57,8 +57,8 @@ def timed(fn, *outputs: str) -> float:
 
 
 def dropin_workloads(recordio, data: dict, folder: str, tag: str) -> dict:
-    """The drop-in API: MXRecordIO / MXIndexedRecordIO, identical for mxnet.recordio and mxrec.recordio."""
-    results = {}
+    """The drop-in API, identical for mxnet.recordio and mxrec.recordio: ``{name: zero-argument timer}``."""
+    workloads = {}
     for name, items in data.items():
         rec, idx = os.path.join(folder, f"{name}.rec"), os.path.join(folder, f"{name}.idx")
         out_rec, out_idx = os.path.join(folder, f"{tag}.{name}.w.rec"), os.path.join(folder, f"{tag}.{name}.w.idx")
@@ -89,18 +89,18 @@ def dropin_workloads(recordio, data: dict, folder: str, tag: str) -> dict:
                 r.read_idx(k)
             r.close()
 
-        results[f"write {name}"] = timed(write, out_rec)
-        results[f"write_idx {name}"] = timed(write_idx, out_rec, out_idx)
-        results[f"sequential read {name}"] = timed(read_seq)
-        results[f"shuffled read_idx {name}"] = timed(read_shuffled)
-    return results
+        workloads[f"write {name}"] = lambda fn=write, out=out_rec: timed(fn, out)
+        workloads[f"write_idx {name}"] = lambda fn=write_idx, out=(out_rec, out_idx): timed(fn, *out)
+        workloads[f"sequential read {name}"] = lambda fn=read_seq: timed(fn)
+        workloads[f"shuffled read_idx {name}"] = lambda fn=read_shuffled: timed(fn)
+    return workloads
 
 
 def fast_workloads(data: dict, folder: str) -> dict:
-    """mxrec's own RecordReader / RecordWriter."""
+    """mxrec's own RecordReader / RecordWriter: ``{name: zero-argument timer}``."""
     from mxrec import RecordReader, RecordWriter
 
-    results = {}
+    workloads = {}
     for name, items in data.items():
         rec, idx = os.path.join(folder, f"{name}.rec"), os.path.join(folder, f"{name}.idx")
         out_rec, out_idx = os.path.join(folder, f"fast.{name}.rec"), os.path.join(folder, f"fast.{name}.idx")
@@ -135,12 +135,12 @@ def fast_workloads(data: dict, folder: str) -> dict:
                 for i in range(0, len(order), per_batch):
                     reader.read_batch(order[i:i + per_batch])
 
-        results[f"write {name}"] = timed(write, out_rec, out_idx)
-        results[f"write_batch {name}"] = timed(write_batch, out_rec, out_idx)
-        results[f"sequential read {name}"] = timed(read_seq)
-        results[f"shuffled read_idx {name}"] = timed(read_shuffled)
-        results[f"shuffled read_batch {name}"] = timed(read_batch)
-    return results
+        workloads[f"write {name}"] = lambda fn=write, out=(out_rec, out_idx): timed(fn, *out)
+        workloads[f"write_batch {name}"] = lambda fn=write_batch, out=(out_rec, out_idx): timed(fn, *out)
+        workloads[f"sequential read {name}"] = lambda fn=read_seq: timed(fn)
+        workloads[f"shuffled read_idx {name}"] = lambda fn=read_shuffled: timed(fn)
+        workloads[f"shuffled read_batch {name}"] = lambda fn=read_batch: timed(fn)
+    return workloads
 
 
 def prepare(folder: str) -> dict:
@@ -207,34 +207,79 @@ def run_child(python: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+class MXNetServer:
+    """This file under MXNet's interpreter, timing its drop-in workloads on request (one line in, one out)."""
+
+    def __init__(self, python: str, folder: str) -> None:
+        self.process = subprocess.Popen([python, __file__, "--backend", "mxnet", "--folder", folder],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def time(self, workload: str) -> float:
+        self.process.stdin.write(workload + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the MXNet child stopped (exit status {self.process.wait()})")
+        return json.loads(line)["seconds"]
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(60)
+
+
+def serve(folder: str) -> None:
+    """Child side of :class:`MXNetServer`."""
+    data = {name: payloads(count, size) for name, (count, size) in SIZES.items()}
+    workloads = dropin_workloads(importlib.import_module("mxnet.recordio"), data, folder, "mxnet")
+    for line in sys.stdin:
+        print(json.dumps({"seconds": workloads[line.strip()]()}), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=["mxnet", "mxrec", "fast"], help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
     parser.add_argument("--open-idx", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=2, help="alternating runs per round (best kept)")
     parser.add_argument("--idx-keys", type=int, default=10_000_000)
     parser.add_argument("--idx-rounds", type=int, default=2)
     args = parser.parse_args(argv)
     if args.open_idx:  # child: open one .idx, print time and memory as JSON
         print(json.dumps(open_idx_child(args.backend, *args.open_idx)))
         return 0
-    if args.backend:  # child: MXNet's drop-in workloads, as JSON
-        data = {name: payloads(count, size) for name, (count, size) in SIZES.items()}
-        print(json.dumps(dropin_workloads(importlib.import_module("mxnet.recordio"), data, args.folder, "mxnet")))
+    if args.backend:
+        serve(args.folder)
         return 0
 
     mxnet_python = os.environ.get("MXREC_BENCH_MXNET_PYTHON")
+    # rounds[i][side][workload] = seconds; side 0 MXNet, 1 drop-in, 2 fast
     rounds: list[tuple[dict, dict, dict]] = []
     with tempfile.TemporaryDirectory(prefix="mxrec-bench-") as folder:
         data = prepare(folder)
-        dropin_module = importlib.import_module("mxrec.recordio")
+        dropin = dropin_workloads(importlib.import_module("mxrec.recordio"), data, folder, "mxrec")
+        fast = fast_workloads(data, folder)
+        server = MXNetServer(mxnet_python, folder) if mxnet_python else None
+        names = list(dropin) + [w for w in fast if w not in dropin]
         for number in range(args.rounds):
             print(f"round {number + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
-            mxnet = run_child(mxnet_python, "--backend", "mxnet", "--folder", folder) if mxnet_python else {}
-            rounds.append((mxnet, dropin_workloads(dropin_module, data, folder, "mxrec"),
-                           fast_workloads(data, folder)))
-        del data
+            times: tuple[dict, dict, dict] = ({}, {}, {})
+            for workload in names:
+                # MXNet, drop-in and fast one after another, --repeat times: close in time, same conditions
+                for _ in range(args.repeat):
+                    for side, timer in enumerate((server.time if server and workload in dropin else None,
+                                                  dropin.get(workload), fast.get(workload))):
+                        if side == 0 and timer is not None:
+                            t = timer(workload)
+                        elif side > 0 and timer is not None:
+                            t = timer()
+                        else:
+                            continue
+                        times[side][workload] = min(times[side].get(workload, t), t)
+            rounds.append(times)
+        if server:
+            server.close()
+        del data, dropin, fast
         opens: list[dict] = []
         if args.idx_keys:
             idx, rec = make_large_idx(folder, args.idx_keys)
@@ -242,68 +287,78 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.idx_rounds):
                 opens.append({b: run_child(mxnet_python if b == "mxnet" else sys.executable, "--backend", b,
                                            "--open-idx", idx, rec) for b in backends})
+    fails = report(rounds, names, args)
+    if opens:
+        fails += report_opens(opens, args.idx_keys)
+    if not mxnet_python:
+        print("(set MXREC_BENCH_MXNET_PYTHON to an interpreter that imports mxnet for the MXNet column and bars)")
+    return 1 if fails else 0
 
-    print(f"\nmxrec RecordIO benchmark: {args.rounds} interleaved rounds, seconds (lower is better); "
-          "ratio = MXNet time / mxrec time, per round (r1 r2 ...)")
-    header = f"{'workload':26} {'MXNet 1.9.1':>12} {'drop-in':>8} {'ratios':>18} {'fast':>7} {'ratios':>18}  bar"
+
+def report(rounds: list, names: list[str], args: argparse.Namespace) -> int:
+    """Print the table of part 1; return the number of failed bars."""
+    print(f"\nmxrec RecordIO benchmark: {len(rounds)} rounds, each the best of {args.repeat} alternating runs; "
+          "seconds (lower is better); ratio = MXNet time / mxrec time, per round")
+    header = f"{'workload':26} {'MXNet 1.9.1':>12} {'drop-in':>8} {'ratios':>15} {'fast':>7} {'ratios':>15}  bar"
     print(header)
     print("-" * len(header))
     fails = 0
-    rows = list(rounds[0][1]) + [w for w in rounds[0][2] if w not in rounds[0][1]]
-    for workload in sorted(rows, key=lambda w: (w.split()[-1] != "1KB", rows.index(w))):
-        anchor = workload  # the drop-in runs MXNet's own calls; the fast writer writes an index, as write_idx
+    for workload in sorted(names, key=lambda w: (not w.endswith("1KB"), names.index(w))):
+        # the fast writer writes an index: its anchor is write_idx; batch reads compare with read_idx
         anchor_fast = workload.replace("write_batch", "write_idx").replace("write ", "write_idx ").replace(
             "read_batch", "read_idx")
-        m = [r[0].get(anchor) for r in rounds]
+        m = [r[0].get(workload) for r in rounds]
         m_fast = [r[0].get(anchor_fast) for r in rounds]
         d = [r[1].get(workload) for r in rounds]
         f = [r[2].get(workload) for r in rounds]
-        has_m = all(m)
 
-        def ratios(ours, anchors=m, has_m=has_m):
-            if not has_m or not all(ours):
-                return [], f"{'-':>18}"
+        def ratios(ours: list, anchors: list) -> tuple[list[float], str]:
+            if not all(anchors) or not all(ours):
+                return [], f"{'-':>15}"
             values = [a / o for a, o in zip(anchors, ours, strict=True)]
-            return values, f"{' '.join(f'{v:.1f}' for v in values):>18}"
+            return values, f"{' '.join(f'{v:.1f}' for v in values):>15}"
 
-        d_ratios, d_text = ratios(d)
-        f_ratios, f_text = ratios(f, m_fast, all(m_fast))
+        d_ratios, d_text = ratios(d, m)
+        f_ratios, f_text = ratios(f, m_fast)
         small = workload.endswith("1KB")
-        need = 3.0 if small else 1.0
         is_write = workload.startswith("write")
         checked = d_ratios if (small or is_write) else []
         if workload.startswith("write_batch") or (is_write and not small):
             checked = checked + f_ratios
+        need = 3.0 if small else 1.0
         bar = ""
         if checked:
             ok = min(checked) >= need
             fails += not ok
             bar = f">= {need:.0f}x: {'PASS' if ok else 'FAIL'} (worst {min(checked):.1f}x)"
         show = lambda values: f"{min(values):.3f}" if all(values) else "-"  # noqa: E731
-        print(f"{workload:26} {show(m) if has_m else '-':>12} {show(d):>8} {d_text} {show(f):>7} {f_text}  {bar}")
-    print("(times: best round; write_batch / read_batch compare with MXNet's write_idx / read_idx loop)")
+        print(f"{workload:26} {show(m):>12} {show(d):>8} {d_text} {show(f):>7} {f_text}  {bar}")
+    print("(times: the best round; the fast writer's rows and the batch reads compare with MXNet's write_idx / "
+          "read_idx loop)")
+    return fails
 
-    if opens:
-        print(f"\nopening a {args.idx_keys:,}-key .idx (consecutive keys), fresh process each, "
-              f"{len(opens)} rounds: seconds / peak MB (growth over the imports)")
-        print(f"{'reader':34} " + " ".join(f"{'round ' + str(i + 1):>16}" for i in range(len(opens)))
-              + "  speed-up / memory share vs MXNet, per round")
-        names = {"mxnet": "MXNet MXIndexedRecordIO", "mxrec": "mxrec drop-in MXIndexedRecordIO",
-                 "fast": "mxrec RecordReader"}
-        for backend in opens[0]:
-            cells = " ".join(f"{o[backend]['seconds']:7.2f}s {o[backend]['peak_mb']:6.0f}MB" for o in opens)
-            note = ""
-            if backend != "mxnet" and "mxnet" in opens[0]:
-                speed = [o["mxnet"]["seconds"] / o[backend]["seconds"] for o in opens]
-                share = [o[backend]["peak_mb"] / o["mxnet"]["peak_mb"] for o in opens]
-                ok = min(speed) >= 10 and max(share) <= 0.2
-                fails += not ok
-                note = (f"  {' '.join(f'{s:.1f}x' for s in speed)} / {' '.join(f'{s:.0%}' for s in share)}"
-                        f"  >= 10x, <= 20%: {'PASS' if ok else 'FAIL'}")
-            print(f"{names[backend]:34} {cells}{note}")
-    if not mxnet_python:
-        print("(set MXREC_BENCH_MXNET_PYTHON to an interpreter that imports mxnet for the MXNet column and bars)")
-    return 1 if fails else 0
+
+def report_opens(opens: list[dict], keys: int) -> int:
+    """Print the table of part 2; return the number of failed bars."""
+    print(f"\nopening a {keys:,}-key .idx (consecutive keys), a fresh process each, {len(opens)} rounds: "
+          "seconds / peak MB (growth over the imports)")
+    print(f"{'reader':34} " + " ".join(f"{'round ' + str(i + 1):>16}" for i in range(len(opens)))
+          + "  speed-up / memory share vs MXNet, per round")
+    names = {"mxnet": "MXNet MXIndexedRecordIO", "mxrec": "mxrec drop-in MXIndexedRecordIO",
+             "fast": "mxrec RecordReader"}
+    fails = 0
+    for backend in opens[0]:
+        cells = " ".join(f"{o[backend]['seconds']:7.2f}s {o[backend]['peak_mb']:6.0f}MB" for o in opens)
+        note = ""
+        if backend != "mxnet" and "mxnet" in opens[0]:
+            speed = [o["mxnet"]["seconds"] / o[backend]["seconds"] for o in opens]
+            share = [o[backend]["peak_mb"] / o["mxnet"]["peak_mb"] for o in opens]
+            ok = min(speed) >= 10 and max(share) <= 0.2
+            fails += not ok
+            note = (f"  {' '.join(f'{s:.1f}x' for s in speed)} / {' '.join(f'{s:.0%}' for s in share)}"
+                    f"  >= 10x, <= 20%: {'PASS' if ok else 'FAIL'}")
+        print(f"{names[backend]:34} {cells}{note}")
+    return fails
 
 
 if __name__ == "__main__":
