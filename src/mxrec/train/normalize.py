@@ -12,12 +12,12 @@ replaces ``mean_c``. ``uint8`` output is the raw pixels (mean, std and scale do
 not apply, as in MXNet); ``int8`` is ``pixel - round(mean_c)``, saturated.
 ``float16`` and ``float64`` are the float32 values converted.
 
-The writes go straight into the batch buffer, once: ``cv2.split`` scatters
-the interleaved pixels into the channel planes (of the slot for ``uint8``, of
-a per-thread scratch buffer otherwise), and float values are computed a plane
-at a time in a scratch plane that stays in cache, so the (large, cold) float
-batch buffer is written in a single pass -- memory traffic, not arithmetic,
-is what float output costs.
+The writes go straight into the batch buffer: ``cv2.split`` scatters the
+interleaved pixels into the channel planes (of the slot for ``uint8``, of a
+per-thread scratch buffer otherwise), flipped in place for a mirror; float32
+values are then computed into the slot a plane at a time, two numpy passes
+(subtract with the cast, multiply in place) that release the GIL, in MXNet's
+float32 order. (``float16``/``float64`` go through a float32 scratch plane.)
 """
 
 from __future__ import annotations
@@ -120,16 +120,22 @@ class SlotWriter:
             illumination = np.float32(rng.uniform(-p.max_random_illumination, p.max_random_illumination))
         multiplier = contrast * np.float32(p.scale) / self._std
         bias = illumination * np.float32(p.scale) / self._std
-        # One plane at a time through a scratch plane that stays in cache: the batch buffer is written once.
+        if self.dtype == np.float32:
+            # Straight into the slot: pixel - mean (cast to float32 on the way), then scaled in place.
+            for c in range(out.shape[0]):
+                np.subtract(planes[c], self._mean[c], out=out[c], dtype=np.float32)
+                np.multiply(out[c], multiplier[c], out=out[c])
+                if illumination:
+                    np.add(out[c], bias[c], out=out[c])
+            return
+        # float16 / float64: float32 values in a scratch plane, converted into the slot.
         work = self._scratch("work", out.shape[1:], np.float32)
         for c in range(out.shape[0]):
-            work[...] = planes[c]  # (a plain cast is cheaper than a casting subtract)
-            work -= self._mean[c]
+            np.subtract(planes[c], self._mean[c], out=work, dtype=np.float32)
+            np.multiply(work, multiplier[c], out=work)
             if illumination:
-                np.multiply(work, multiplier[c], out=work)
-                np.add(work, bias[c], out=out[c], casting="unsafe")
-            else:
-                np.multiply(work, multiplier[c], out=out[c], casting="unsafe")
+                np.add(work, bias[c], out=work)
+            np.copyto(out[c], work, casting="unsafe")
 
     def _scratch(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
         """This thread's reusable scratch array ``name`` (kept hot in cache between samples)."""
