@@ -4,6 +4,8 @@
 * :mod:`~mxrec.train.pipeline`: threads that decode samples straight into preallocated batch buffers.
 * :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``).
 * :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
+* :mod:`~mxrec.train.loader`: one record into its batch slot (decode, augment, normalise, label), alone or
+  a whole batch in the calling thread (for ``DataLoader`` workers).
 * :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).
 * :mod:`~mxrec.train.record_iter`: ``ImageRecordIter``; :mod:`~mxrec.train.image_iter`: ``ImageIter``.
 

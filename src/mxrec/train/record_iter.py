@@ -21,17 +21,15 @@ from typing import Any
 import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
-from mxrec.format.header import unpack_header
-from mxrec.image.codec import DecodeBuffers, decode_pixels
 from mxrec.io.atomic import atomic_open
 from mxrec.io.lists import read_list
 from mxrec.io.reader import RecordReader
-from mxrec.train.augment import AugmentParams, DefaultAugmenter
-from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
-from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.train.augment import AugmentParams
+from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.loader import RecordSampleLoader
+from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.sampler import BatchSampler, LastBatch
-from mxrec.transforms.rng import SampleRandom, stream_key
 
 
 @dataclass(frozen=True)
@@ -175,21 +173,19 @@ class ImageRecordIter(BatchIter):
         self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
         channels, height, width = p.data_shape
         mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
-        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32", mean_image)
-        self.dtype = self._writer.dtype
-        self._augmenter = DefaultAugmenter(self.augment_params)
-        self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
-        self._random = self.augment_params.is_random or self.normalize_params.is_random
-        self._aug_key = stream_key(AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
-        self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
         self._reader = RecordReader(p.path_imgrec, index=p.path_imgidx or None)
+        self._loader = RecordSampleLoader(
+            self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
+            label_width=p.label_width, labels=labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None,
+            labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug, mean_image=mean_image)
+        self.dtype = self._loader.dtype
         if p.drop_last:
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
         sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed,
                                num_parts=p.num_parts, part_index=p.part_index, last_batch=last_batch)
-        pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,
+        pipeline = BatchPipeline(self._loader.load, batch_size=p.batch_size, sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
                                  prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
@@ -198,35 +194,7 @@ class ImageRecordIter(BatchIter):
 
     def describe(self, position: int) -> str:
         """``file: record key`` for messages."""
-        return f"{self._reader.path}: record {self._reader.keys[position]!r}"
-
-    def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
-        view = self._reader.view(position)
-        header, start = unpack_header(view)
-        self._fill_label(header, label, position)
-        img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
-        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
-        self._writer.write(self._augmenter(img, rng), data, rng)
-        return header.id
-
-    def _fill_label(self, header: Any, out: np.ndarray, position: int) -> None:
-        width = self.params.label_width
-        if self._labels is not None:
-            labels = self._labels.get(header.id)
-            if labels is None:
-                raise ListFileError(self.params.path_imglist, None,
-                                    f"no line for record id {header.id} ({self.describe(position)})")
-            out[:] = labels
-        elif header.flag > 0:
-            if header.flag != width:
-                raise ParameterError(f"{self.describe(position)}: the record has {header.flag} labels but "
-                                     f"label_width is {width}")
-            out[:] = header.label
-        elif width != 1:
-            raise ParameterError(f"{self.describe(position)}: the record has one label but label_width is {width} "
-                                 "(pack multi-labels with im2rec --pack-label, or give path_imglist)")
-        else:
-            out[0] = header.label
+        return self._loader.describe(position)
 
     def close(self) -> None:
         super().close()
