@@ -119,7 +119,12 @@ class RecordWriter:
             payload = bytes(payload)
         offset = self._position
         length = len(payload)
-        if length < _SMALL_RECORD and _search_magic(payload) is None:
+        if length < _SMALL_RECORD:
+            single_part = _search_magic(payload) is None
+        else:  # one numpy comparison over the aligned words (mid-size records, e.g. packed images)
+            single_part = length < _WRITE_THROUGH and not (
+                np.frombuffer(payload, "<u4", length >> 2) == _MAGIC_WORD).any()
+        if single_part:
             rec.write(_pack_header(_MAGIC_WORD, length) + payload + _PADDING[-length & 3])
             self._position = offset + 8 + length + (-length & 3)
         else:
