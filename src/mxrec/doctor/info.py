@@ -8,6 +8,7 @@ rather than raised (``mxrec verify`` gives the full diagnosis).
 
 from __future__ import annotations
 
+import array
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -103,8 +104,8 @@ def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> tu
     summary = LabelSummary()
     kinds: Counter = Counter()
     widths: Counter = Counter()
-    firsts = set()
-    lo, hi = np.inf, -np.inf
+    # Every label value and each record's first one, gathered compactly; the statistics are taken at the end.
+    values, firsts = array.array("d"), array.array("d")
     for position, span in enumerate(spans):
         header, rest, rest_length = _record_head(buf, span)
         kinds[image_format(rest) if rest_length else "empty"] += 1
@@ -113,18 +114,21 @@ def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> tu
         if position == 0 and header.flag > 0 and rest_length == 0 and len(spans) > 1:
             summary.meta_record = True  # InsightFace: label holds index ranges, not a class
             continue
-        labels = np.atleast_1d(np.asarray(header.label, dtype=np.float64))
-        if labels.size:
-            lo, hi = min(lo, labels.min()), max(hi, labels.max())
-            firsts.add(float(labels[0]))
-            if summary.integer_valued and not np.all(labels == np.round(labels)):
-                summary.integer_valued = False
+        label = header.label
+        if header.flag == 0:
+            values.append(label)
+            firsts.append(label)
+        elif len(label):
+            values.extend(label.tolist())
+            firsts.append(float(label[0]))
         widths[max(header.flag, 1)] += 1
         summary.records_with_header += 1
     summary.widths = dict(widths)
-    if summary.records_with_header:
-        summary.min, summary.max = float(lo), float(hi)
-        summary.distinct_first_labels = len(firsts)
+    if values:
+        all_values = np.frombuffer(values, np.float64)
+        summary.min, summary.max = float(all_values.min()), float(all_values.max())
+        summary.integer_valued = bool((all_values == np.round(all_values)).all())
+        summary.distinct_first_labels = len(np.unique(np.frombuffer(firsts, np.float64)))
     return summary, kinds
 
 

@@ -229,7 +229,7 @@ def decode_record(buf: Buffer, offset: int, path: str | None = None,
     return MAGIC_BYTES.join([buf[at:at + n] for at, n in parts]), after
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecordSpan:
     """Where one record lies: ``[offset, end)`` holds its ``parts`` parts and payload of ``length`` bytes."""
 

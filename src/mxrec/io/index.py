@@ -158,43 +158,59 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     rec_path = os.fspath(rec_path)
     buf = map_file(rec_path)
     try:
-        offsets = framing.record_offsets(buf, path=rec_path)
+        offset_list = framing.record_offsets(buf, path=rec_path)
+        offsets = np.array(offset_list, dtype=np.int64)
         if keys == "position":
-            return Index(IntKeys(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
-        ids = _header_ids(buf, offsets)
+            return Index(IntKeys(range(len(offsets))), offsets, True), "position"
+        ids = _header_ids(buf, offset_list)
+        del offset_list
     finally:
         release(buf)
-    if ids is not None and len(set(ids)) == len(ids):
-        return Index(_compact_keys(ids), np.array(offsets, dtype=np.int64)), "id"
+    if ids is not None and not _repeats(ids):
+        return Index(_compact_keys(ids), offsets), "id"
     if keys == "id":
         why = "a record is too short for an IRHeader" if ids is None else "record ids are not unique"
         raise IndexFileError(rec_path, f"cannot key the index by record id: {why}")
-    return Index(IntKeys(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
+    return Index(IntKeys(range(len(offsets))), offsets, True), "position"
 
 
-def _compact_keys(keys: list[int]) -> IntKeys | list[int]:
-    """``keys`` as :class:`IntKeys` when they fit in int64 (record ids are unsigned 64-bit)."""
-    try:
-        return IntKeys.from_array(np.array(keys, dtype=np.int64))
-    except OverflowError:
-        return keys
+def _repeats(ids: np.ndarray) -> bool:
+    """Whether some id appears twice."""
+    ordered = np.sort(ids)
+    return bool((ordered[1:] == ordered[:-1]).any())
 
 
-def _header_ids(buf: framing.Buffer, offsets: list[int]) -> list[int] | None:
-    """``IRHeader.id`` of each record, or None if some record cannot hold a header."""
-    ids = []
-    id_at = framing.PART_HEADER_SIZE + ID_OFFSET
-    for offset in offsets:
-        _, lrec = framing.PART_HEADER.unpack_from(buf, offset)
-        if lrec < framing.FULL_LIMIT:  # single part: the id is at a fixed place
-            if lrec < IRHEADER_SIZE:
-                return None
-            ids.append(int.from_bytes(buf[offset + id_at:offset + id_at + 8], "little"))
-            continue
-        payload, _ = framing.decode_record(buf, offset)
+def _compact_keys(ids: np.ndarray) -> IntKeys | list[int]:
+    """Record ids (uint64) as :class:`IntKeys` when they fit in int64, else as a list of ints."""
+    if len(ids) and ids.max() >= 1 << 63:
+        return ids.tolist()
+    return IntKeys.from_array(ids.astype(np.int64))
+
+
+def _header_ids(buf: framing.Buffer, offsets: list[int]) -> np.ndarray | None:
+    """``IRHeader.id`` of each record, or None if some record cannot hold a header.
+
+    Read with numpy for single-part records (the id is at a fixed place after the part header); records cut
+    into parts are decoded one by one.
+    """
+    if not offsets:
+        return np.empty(0, np.uint64)
+    starts = np.array(offsets, dtype=np.int64)
+    words = np.frombuffer(buf, dtype="<u4", count=len(buf) // 4)
+    lrec = words[starts // 4 + 1]
+    single = lrec < framing.FULL_LIMIT
+    if (single & (lrec < IRHEADER_SIZE)).any():
+        return None
+    id_word = (starts + framing.PART_HEADER_SIZE + ID_OFFSET) // 4  # the id's low word: 4-byte aligned
+    low = words[np.minimum(id_word, len(words) - 2)].astype(np.uint64)
+    high = words[np.minimum(id_word + 1, len(words) - 1)].astype(np.uint64)
+    ids = low | (high << np.uint64(32))
+    del words
+    for position in np.flatnonzero(~single).tolist():
+        payload, _ = framing.decode_record(buf, offsets[position])
         if len(payload) < IRHEADER_SIZE:
             return None
-        ids.append(int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little"))
+        ids[position] = int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little")
     return ids
 
 
