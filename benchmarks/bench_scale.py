@@ -67,8 +67,7 @@ def measure(command: list[str]) -> tuple[float, float]:
 def operations(rec: str, folder: str) -> dict[str, list[str]]:
     python = sys.executable
     idx = rec[:-4] + ".idx"
-    env_src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-    opener = f"import sys; sys.path.insert(0, {env_src!r}); from mxrec import RecordReader; RecordReader({rec!r}, {idx!r})"
+    opener = f"from mxrec import RecordReader; RecordReader({rec!r}, {idx!r})"  # PYTHONPATH: this checkout
     return {
         ".idx open (RecordReader)": [python, "-c", opener],
         "mxrec info": [python, "-m", "mxrec", "info", rec],
