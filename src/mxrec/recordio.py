@@ -213,6 +213,23 @@ class MXRecordIO:
         return self._cursor
 
 
+class _ShownAfterWriting:
+    """An attribute whose reading first writes the queued records, so that it shows what MXNet's would."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: MXRecordIO | None, owner: type | None = None):
+        if obj is None:
+            return self
+        if obj._pending:
+            obj._flush_pending()
+        return obj.__dict__[self.slot]
+
+    def __set__(self, obj: MXRecordIO, value: object) -> None:
+        obj.__dict__[self.slot] = value
+
+
 class MXIndexedRecordIO(MXRecordIO):
     """Random access by key, through an ``.idx`` file of ``key\\toffset`` lines."""
 
@@ -285,27 +302,10 @@ class MXIndexedRecordIO(MXRecordIO):
             self.seek(idx)
             return self.read()
 
-    @property
-    def idx(self) -> dict | OffsetMap:
-        """``{key: offset}`` (for a duplicated key, the last line's offset)."""
-        if self._pending:
-            self._flush_pending()
-        return self._idx
-
-    @idx.setter
-    def idx(self, value: dict | OffsetMap) -> None:
-        self._idx = value
-
-    @property
-    def keys(self) -> list | KeyList:
-        """The keys in ``.idx`` order, duplicates included."""
-        if self._pending:
-            self._flush_pending()
-        return self._keys
-
-    @keys.setter
-    def keys(self, value: list | KeyList) -> None:
-        self._keys = value
+    #: ``{key: offset}`` (for a duplicated key, the last line's offset).
+    idx = _ShownAfterWriting()
+    #: The keys in ``.idx`` order, duplicates included.
+    keys = _ShownAfterWriting()
 
     def write(self, buf: bytes) -> None:
         """Append a record that the ``.idx`` does not list."""
