@@ -41,7 +41,8 @@ os.register_at_fork(after_in_child=lambda: FORK_GENERATION.__setitem__(0, FORK_G
 _PADDING = framing.PADDING
 _join = b"".join
 _GROUP = 256  # small records framed and checked together by write_batch
-_WRITE_THROUGH = 64 << 10  # payload pieces from this size on bypass the file buffer
+_WRITE_THROUGH = 64 << 10  # records from this size on bypass the file buffer
+_IOV_MAX = 1024  # buffers one writev call may take (POSIX's minimum for IOV_MAX)
 
 
 class RecordWriter:
@@ -270,26 +271,41 @@ class RecordWriter:
 def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
     """Write a large or magic-holding payload part by part; return the bytes written.
 
-    Data larger than the file's buffer goes straight to the file (the buffer
-    flushed first), saving a copy of each large payload.
+    From ``_WRITE_THROUGH`` bytes on, the parts go to the file in one ``writev``
+    call (the buffer flushed first): no copy into the buffer, one system call.
     """
     chunks = framing.record_chunks(payload)
-    for chunk in chunks:
-        _write_buffer(rec, chunk)
-    return sum(len(c) for c in chunks)
+    size = sum(map(len, chunks))
+    if size < _WRITE_THROUGH:
+        for chunk in chunks:
+            rec.write(chunk)
+        return size
+    rec.flush()
+    _write_all(rec, chunks)
+    return size
 
 
-def _write_buffer(rec: BinaryIO, data: bytes | memoryview) -> None:
+def _write_buffer(rec: BinaryIO, data: bytes) -> None:
     """Write ``data``; from ``_WRITE_THROUGH`` bytes on straight to the file (after the buffer): one copy less."""
     if len(data) < _WRITE_THROUGH:
         rec.write(data)
         return
     rec.flush()
-    view = memoryview(data)
-    while view:
-        view = view[rec.raw.write(view):]
+    _write_all(rec, [data])
 
 
+def _write_all(rec: BinaryIO, chunks: list) -> None:
+    """``writev`` the chunks to ``rec``'s file descriptor, continuing after partial writes."""
+    fd = rec.fileno()
+    views = [memoryview(c) for c in chunks if len(c)]
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first:first + _IOV_MAX])
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
+        if written:
+            views[first] = views[first][written:]
 def _format_entries(keys: list, offsets: list[int], key_type: KeyType) -> str:
     """``.idx`` lines for ``keys`` at ``offsets``; integer keys in one bulk %-format (no per-line call)."""
     if key_type is int:
