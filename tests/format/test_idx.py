@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mxrec.errors import DuplicateKeyError, IndexFileError
-from mxrec.format.idx import IntIndexBuilder, IntKeys, parse_index, parse_int_lines
+from mxrec.format.idx import IntIndexBuilder, IntKeys, IntLines, parse_index, parse_int_lines
 
 
 def test_int_keys_read_like_a_list_of_ints():
@@ -26,21 +26,24 @@ def test_int_keys_read_like_a_list_of_ints():
 
 
 def test_builder_keeps_consecutive_keys_as_a_range_until_they_are_not():
-    builder = IntIndexBuilder(6)
-    builder.add(np.array([[0, 0], [1, 12], [2, 24]]))
-    builder.add(np.array([[3, 36]]))
+    builder = IntIndexBuilder(2)  # an estimate that falls short: the arrays grow
+    builder.add(IntLines.of(np.array([[0, 0], [1, 12], [2, 24]])))
+    builder.add(IntLines.of(np.array([[3, 36]])))
     index = builder.build()
+    assert index.offsets.tolist() == [0, 12, 24, 36]
     assert index.keys.consecutive_from == 0 and index.increasing
-    builder = IntIndexBuilder(6)
-    builder.add(np.array([[0, 0], [1, 12], [2, 24]]))
-    builder.add(np.array([[9, 36], [4, 48]]))  # the break comes in a later chunk
+    builder = IntIndexBuilder(100)  # an estimate above the count: cut to size
+    builder.add(IntLines.of(np.array([[0, 0], [1, 12], [2, 24]])))
+    builder.add(IntLines.of(np.array([[9, 36], [4, 48]])))  # the break comes in a later chunk
     index = builder.build()
     assert index.keys == [0, 1, 2, 9, 4] and index.offsets.tolist() == [0, 12, 24, 36, 48]
     assert index.keys.consecutive_from is None and not index.increasing
 
 
 def test_vectorised_parse_takes_only_plain_lines():
-    assert parse_int_lines(b"0\t0\n7\t12\n").tolist() == [[0, 0], [7, 12]]
+    lines = parse_int_lines(b"0\t0\n7\t12\n")
+    assert lines.pairs.tolist() == [[0, 0], [7, 12]] and (lines.first, lines.last) == (0, 7)
+    assert lines.increasing and not lines.consecutive
     for odd in (b"5\t6\t7\n8\n", b"-1\t0\n", b"1 \t0\n", b"1\t0\r\n", b"\n", b"a\t0\n", b"\t5\n"):
         assert parse_int_lines(odd) is None, odd
 

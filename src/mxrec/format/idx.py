@@ -186,10 +186,10 @@ def parse_index(text: str | bytes, key_type: KeyType = int, path: str | os.PathL
     index = None
     if key_type is int:
         data = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
-        pairs = parse_int_lines(data if data.endswith(b"\n") or not data else data + b"\n")
-        if pairs is not None:
-            builder = IntIndexBuilder(len(pairs))
-            builder.add(pairs)
+        lines = parse_int_lines(data if data.endswith(b"\n") or not data else data + b"\n")
+        if lines is not None:
+            builder = IntIndexBuilder(len(lines.pairs))
+            builder.add(lines)
             index = builder.build()
     if index is None:
         if isinstance(text, bytes):
@@ -218,14 +218,35 @@ def check_unique(index: Index, path: str | os.PathLike | None) -> None:
 _DIGITS = b"0123456789"
 
 
-def parse_int_lines(data: bytes) -> np.ndarray | None:
-    """``(key, offset)`` pairs of whole ``.idx`` lines, as an ``(n, 2)`` int64 array, in the common case.
+@dataclass(frozen=True)
+class IntLines:
+    """Parsed plain ``.idx`` lines: ``(n, 2)`` int64 ``pairs``, and what :class:`IntIndexBuilder` asks of their keys."""
+
+    pairs: np.ndarray
+    first: int  # the first key (0 when there are no lines)
+    last: int
+    increasing: bool  # each key above the one before
+    consecutive: bool  # each key the one before + 1
+
+    @classmethod
+    def of(cls, pairs: np.ndarray) -> IntLines:
+        keys = pairs[:, 0]
+        if len(keys) < 2:
+            first = int(keys[0]) if len(keys) else 0
+            return cls(pairs, first, first, True, True)
+        steps = np.diff(keys)
+        low, high = int(steps.min()), int(steps.max())
+        return cls(pairs, int(keys[0]), int(keys[-1]), low > 0, low == high == 1)
+
+
+def parse_int_lines(data: bytes) -> IntLines | None:
+    """The ``(key, offset)`` pairs of whole ``.idx`` lines, in the common case; None otherwise.
 
     The common case: every line is ``digits<TAB>digits<LF>`` (``data`` ends
     with a newline), values below 2**62. Anything else -- signs, spaces, CRs,
     blank lines, text keys, a missing field -- returns None, and the general
-    parser decides (and names the line of any error). numpy parses the numbers
-    (releasing the GIL, so chunks of one file can be parsed on several threads).
+    parser decides (and names the line of any error). numpy does the work,
+    releasing the GIL, so chunks of one file can be parsed on several threads.
     """
     separators = data.translate(None, _DIGITS)
     lines = len(separators) // 2
@@ -236,61 +257,62 @@ def parse_int_lines(data: bytes) -> np.ndarray | None:
     values = np.fromstring(data, dtype=np.int64, sep=" ") if lines else np.empty(0, np.int64)
     if values.size != 2 * lines or (values.size and values.max() >= 1 << 62):
         return None
-    return values.reshape(-1, 2)
+    return IntLines.of(values.reshape(-1, 2))
 
 
 class IntIndexBuilder:
-    """Assembles an :class:`Index` of integer keys from ``(n, 2)`` pair arrays, in file order.
+    """Assembles an :class:`Index` of integer keys from :class:`IntLines`, in file order.
 
-    ``lines`` (the total to come) sizes the offsets array once. Keys are kept
-    as a range while they count up by one, and as an int64 array from the
-    first one that does not, so the memory held is the offsets (plus the keys
-    only when they must be stored).
+    ``capacity`` (an estimate of the lines to come) sizes the arrays; they
+    grow if it was short and are cut to size by :meth:`build` (in place: the
+    unused part was never touched, so it never took memory). Keys are kept as
+    a range while they count up by one, and as an int64 array from the first
+    one that does not: the memory held is the offsets, plus the keys only when
+    they must be stored.
     """
 
-    def __init__(self, lines: int) -> None:
-        self._offsets = np.empty(lines, np.int64)
+    def __init__(self, capacity: int) -> None:
+        self._offsets = np.empty(max(capacity, 1), np.int64)
         self._keys: np.ndarray | None = None
         self._filled = 0
         self._first: int | None = None
         self._last: int | None = None
         self._increasing = True
 
-    def add(self, pairs: np.ndarray) -> None:
-        count = len(pairs)
+    def add(self, lines: IntLines) -> None:
+        count = len(lines.pairs)
         if not count:
             return
         at = self._filled
         if at + count > len(self._offsets):
-            raise ValueError(f"more than the {len(self._offsets)} lines announced")
-        keys = pairs[:, 0]
-        self._offsets[at:at + count] = pairs[:, 1]
-        steps = np.diff(keys)
-        first, last = int(keys[0]), int(keys[-1])
-        follows = self._last is None or first > self._last
-        self._increasing = self._increasing and follows and bool(count == 1 or steps.min() > 0)
-        consecutive = (self._keys is None and (self._last is None or first == self._last + 1)
-                       and (count == 1 or (steps.min() == 1 and steps.max() == 1)))
-        if self._keys is None and not consecutive:
+            new_size = max(at + count, len(self._offsets) * 5 // 4)
+            self._offsets.resize(new_size, refcheck=False)
+            if self._keys is not None:
+                self._keys.resize(new_size, refcheck=False)
+        self._offsets[at:at + count] = lines.pairs[:, 1]
+        follows = self._last is None or lines.first > self._last
+        self._increasing = self._increasing and follows and lines.increasing
+        if self._keys is None and not (lines.consecutive and (self._last is None or lines.first == self._last + 1)):
             self._keys = np.empty(len(self._offsets), np.int64)
             if at:
                 self._keys[:at] = np.arange(self._first, self._first + at)
         if self._keys is not None:
-            self._keys[at:at + count] = keys
+            self._keys[at:at + count] = lines.pairs[:, 0]
         if self._first is None:
-            self._first = first
-        self._last = last
+            self._first = lines.first
+        self._last = lines.last
         self._filled = at + count
 
     def build(self) -> Index:
         filled = self._filled
-        offsets = self._offsets if filled == len(self._offsets) else self._offsets[:filled].copy()
+        self._offsets.resize(filled, refcheck=False)
         if self._keys is None:
             start = self._first or 0
             keys = IntKeys(range(start, start + filled))
         else:
-            keys = IntKeys(self._keys[:filled] if filled < len(self._keys) else self._keys)
-        return Index(keys, offsets, increasing=self._increasing)
+            self._keys.resize(filled, refcheck=False)
+            keys = IntKeys(self._keys)
+        return Index(keys, self._offsets, increasing=self._increasing)
 
 
 def _parse_index_lines(text: str, key_type: KeyType, path: str | os.PathLike | None) -> Index:

@@ -73,39 +73,31 @@ _CHUNK = 2 << 20  # bytes of .idx text parsed at once
 def _read_int_index(path: str | os.PathLike) -> Index | None:
     """The index of a file of plain ``digits<TAB>digits`` lines, or None for any other file (and an empty one).
 
-    Two passes of plain reads (not a memory map, whose pages would count as
-    the process's memory): one counts the lines to size the arrays once, the
-    other parses chunks that end at a line end, on a few threads, in order.
+    Plain reads (not a memory map, whose pages would count as the process's
+    memory) of chunks that end at a line end, parsed on a few threads, added in
+    order; the arrays are sized from the first chunk's line density.
     """
     with open(path, "rb") as f:
-        lines, last = 0, b""
-        while block := f.read(_CHUNK):
-            lines += block.count(b"\n")
-            last = block[-1:]
-        if not last:
-            return None
-        if last != b"\n":
-            lines += 1
-        f.seek(0)
-        builder = IntIndexBuilder(lines)
-        for pairs in _in_order(parse_int_lines, _line_chunks(f)):
-            if pairs is None:
+        size = os.fstat(f.fileno()).st_size
+        builder = None
+        for lines in _in_order(parse_int_lines, _line_chunks(f)):
+            if lines is None:
                 return None
-            builder.add(pairs)
-        return builder.build()
+            if builder is None:
+                density = len(lines.pairs) / min(_CHUNK, size)  # lines a byte, from the first chunk
+                builder = IntIndexBuilder(int(size * density * 1.05) + 16)
+            builder.add(lines)
+        return None if builder is None else builder.build()
 
 
 def _line_chunks(f: BinaryIO) -> Iterator[bytes]:
     """The text of ``f`` in chunks of whole lines, each ending with a newline (one added at the end if missing)."""
-    carry = b""
     while block := f.read(_CHUNK):
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
-        carry = data[cut:]
-        if cut:
-            yield data[:cut]
-    if carry:
-        yield carry + b"\n"
+        if not block.endswith(b"\n"):
+            block += f.readline()
+            if not block.endswith(b"\n"):
+                block += b"\n"
+        yield block
 
 
 def _in_order(fn: Callable[[bytes], T], items: Iterator[bytes]) -> Iterator[T]:
