@@ -20,10 +20,11 @@ left-right flip, to-tensor, ImageNet mean/std normalisation; 2 workers
   flip, ``to_tensor`` and ``normalize`` written with torch ops as
   torchvision does them (torchvision is not a dependency);
 * batch path (``__getitems__``) + ``DataLoader(num_workers=2)``: the lower
-  piece for mxrec.torch -- each worker fills a whole batch tensor with
-  :meth:`mxrec.train.loader.RecordSampleLoader.load_batch` (decode into a
-  reused buffer, MXNet's augmenter, normalise straight into the tensor), no
-  per-sample arrays and no collate copy; defined here until mxrec.torch wires it;
+  piece for mxrec.torch -- each worker fills a whole batch tensor, allocated
+  in shared memory, with :meth:`mxrec.train.loader.RecordSampleLoader.load_batch`
+  (decode into a reused buffer, MXNet's augmenter, normalise straight into the
+  tensor): no per-sample arrays, no collate copy, no copy into shared memory;
+  float32 and uint8 batches; defined here until mxrec.torch wires it;
 * ``ImageRecordIter`` + ``torch_batches``: 2 threads, the tensors share the
   iterator's batch buffers (zero copy); ``.pin_memory()`` per batch is timed
   too when CUDA is present.
@@ -45,7 +46,7 @@ import time
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
@@ -128,13 +129,23 @@ class BatchedRecordDataset(Dataset):
         return self.__getitems__([i])
 
     def __getitems__(self, indices: list[int]):
-        data = torch.empty((len(indices), 3, SIZE, SIZE), dtype=getattr(torch, self.dtype))
+        data = shared_empty((len(indices), 3, SIZE, SIZE), getattr(torch, self.dtype))
         label = torch.empty((len(indices), 1), dtype=torch.float32)
         self.loader().load_batch(indices, self.epoch, data.numpy(), label.numpy())
         return data, label[:, 0]
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_loader": None}
+
+
+def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor, in shared memory inside a DataLoader worker: sending it to the main process then
+    costs no copy (a plain tensor is copied into shared memory when it is put on the worker's queue)."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    count = math.prod(shape)
+    storage = torch.UntypedStorage._new_shared(count * torch.empty((), dtype=dtype).element_size())
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 
 def first(batch):
