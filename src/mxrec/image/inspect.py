@@ -15,6 +15,7 @@ about damaged PNGs on stderr).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,12 @@ class ImageFacts:
     reason: str | None = None
 
 
+@functools.lru_cache(maxsize=4096)
+def sound_image(fmt: str, shape: Shape | None) -> ImageFacts:
+    """The facts of a sound image: one shared object for each format and shape (datasets repeat a few sizes)."""
+    return ImageFacts(fmt, shape)
+
+
 def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     """Classify one image's bytes; with ``decode`` decode them completely (JPEG strictly, see the module doc)."""
     fmt = image_format(data)
@@ -52,17 +59,17 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     if shape is not None and (shape[0] == 0 or shape[1] == 0):
         return ImageFacts(fmt, shape, "zero-size", f"header declares a {shape[1]}x{shape[0]} image")
     if not decode:
-        return ImageFacts(fmt, shape)
+        return sound_image(fmt, shape)
     if fmt == "jpeg":
         try:
             require_simplejpeg().decode_jpeg(data, "GRAY" if shape[2] == 1 else "BGR")
         except ValueError as exc:  # strict mode: any libjpeg warning or error
             return ImageFacts(fmt, shape, "truncated" if truncation(data) else "corrupt", f"libjpeg-turbo: {exc}")
-        return ImageFacts(fmt, shape)
+        return sound_image(fmt, shape)
     if fmt == "png" and truncation(data):
         return ImageFacts(fmt, shape, "truncated", "PNG ends before its IEND chunk")
     pixels = opencv().imdecode(np.frombuffer(data, np.uint8), -1)
     if pixels is None:
         return ImageFacts(fmt, shape, "corrupt", f"OpenCV cannot decode these {len(data)} bytes")
     height, width = pixels.shape[:2]
-    return ImageFacts(fmt, (height, width, 1 if pixels.ndim == 2 else pixels.shape[2]))
+    return sound_image(fmt, (height, width, 1 if pixels.ndim == 2 else pixels.shape[2]))
