@@ -311,8 +311,17 @@ def salvage_spans(buf: Buffer, path: str | None = None,
         end = len(buf)
     spans: list[RecordSpan] = []
     faults: list[RecordFormatError] = []
+    append = spans.append
+    unpack_from = PART_HEADER.unpack_from
     offset = 0
     while offset < end:
+        if offset + PART_HEADER_SIZE <= end:  # a whole single-part record, checked inline (the common case)
+            magic, lrec = unpack_from(buf, offset)
+            after = offset + PART_HEADER_SIZE + lrec + (-lrec & 3)
+            if magic == MAGIC and lrec < FULL_LIMIT and after <= end:
+                append(RecordSpan(offset, after, 1, lrec))
+                offset = after
+                continue
         try:
             span = record_span(buf, offset, path, end)
         except RecordFormatError as fault:
