@@ -51,9 +51,11 @@ def read_index_check(idx_path: str, key_type: KeyType = int) -> tuple[Index | No
     return index, None
 
 
-def check_index_entries(index: Index, spans: list[framing.RecordSpan], file_size: int) -> Check:
-    """The ``index`` check of a parsed ``.idx`` (vectorised: sorted arrays, no set of every offset or key)."""
-    starts = np.array([s.offset for s in spans], dtype=np.int64)  # increasing: spans are in file order
+def check_index_entries(index: Index, starts: np.ndarray, file_size: int) -> Check:
+    """The ``index`` check of a parsed ``.idx`` against the intact records' ``starts`` (increasing offsets).
+
+    Vectorised: sorted arrays, no set of every offset or key.
+    """
     offsets = index.offsets
     repeated = _repeated_keys(index)
     past_end = offsets >= file_size

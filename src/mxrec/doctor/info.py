@@ -99,51 +99,81 @@ def _record_head(buf: framing.Buffer, span: framing.RecordSpan) -> tuple[IRHeade
     return header, bytes(payload[start:start + SIGNATURE_BYTES]), span.length - start
 
 
-def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> tuple[LabelSummary, Counter]:
-    """Label statistics and payload kinds, from each record's header and the bytes after it."""
-    summary = LabelSummary()
-    kinds: Counter = Counter()
-    widths: Counter = Counter()
-    # Every label value and each record's first one, gathered compactly; the statistics are taken at the end.
-    values, firsts = array.array("d"), array.array("d")
-    for position, span in enumerate(spans):
-        header, rest, rest_length = _record_head(buf, span)
-        kinds[image_format(rest) if rest_length else "empty"] += 1
+class LabelTally:
+    """Label statistics and payload kinds, gathered one record at a time (nothing kept per record but floats)."""
+
+    def __init__(self, buf: framing.Buffer) -> None:
+        self._buf = buf
+        self.summary = LabelSummary()
+        self.kinds: Counter = Counter()
+        self._widths: Counter = Counter()
+        # Every label value and each record's first one, gathered compactly; the statistics are taken at the end.
+        self._values, self._firsts = array.array("d"), array.array("d")
+        self._meta_candidate = False
+        self._meta_label: IRHeader | None = None
+
+    def add(self, position: int, span: framing.RecordSpan) -> None:
+        header, rest, rest_length = _record_head(self._buf, span)
+        self.kinds[image_format(rest) if rest_length else "empty"] += 1
         if header is None:
-            continue
-        if position == 0 and header.flag > 0 and rest_length == 0 and len(spans) > 1:
-            summary.meta_record = True  # InsightFace: label holds index ranges, not a class
-            continue
+            return
+        if position == 0 and header.flag > 0 and rest_length == 0:
+            # InsightFace: a header record whose label holds index ranges, not a class (if more records follow)
+            self._meta_candidate = True
+            self._meta_label = header
+            return
+        self._count(header)
+
+    def _count(self, header: IRHeader) -> None:
         label = header.label
         if header.flag == 0:
-            values.append(label)
-            firsts.append(label)
+            self._values.append(label)
+            self._firsts.append(label)
         elif len(label):
-            values.extend(label.tolist())
-            firsts.append(float(label[0]))
-        widths[max(header.flag, 1)] += 1
-        summary.records_with_header += 1
-    summary.widths = dict(widths)
-    if values:
-        all_values = np.frombuffer(values, np.float64)
-        summary.min, summary.max = float(all_values.min()), float(all_values.max())
-        summary.integer_valued = bool((all_values == np.round(all_values)).all())
-        summary.distinct_first_labels = len(np.unique(np.frombuffer(firsts, np.float64)))
-    return summary, kinds
+            self._values.extend(label.tolist())
+            self._firsts.append(float(label[0]))
+        self._widths[max(header.flag, 1)] += 1
+        self.summary.records_with_header += 1
+
+    def finish(self, records: int) -> tuple[LabelSummary, Counter]:
+        summary = self.summary
+        if self._meta_candidate:
+            if records > 1:
+                summary.meta_record = True
+            else:  # a lone record is data, not a header record
+                self._count(self._meta_label)
+        summary.widths = dict(self._widths)
+        if self._values:
+            values = np.frombuffer(self._values, np.float64)
+            summary.min, summary.max = float(values.min()), float(values.max())
+            summary.integer_valued = bool((values == np.round(values)).all())
+            summary.distinct_first_labels = len(np.unique(np.frombuffer(self._firsts, np.float64)))
+        return summary, self.kinds
 
 
 def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None) -> DatasetInfo:
-    """Summarise ``rec_path`` (and its ``.idx``, default: beside it, if present)."""
+    """Summarise ``rec_path`` (and its ``.idx``, default: beside it, if present), in one streaming pass."""
     rec_path = os.fspath(rec_path)
     idx_path = resolve_index(rec_path, idx_path)
     buf = map_file(rec_path)
+    faults: list = []
+    starts = array.array("q")
+    records = multipart = payload_bytes = 0
+    min_record = max_record = None
     try:
-        spans, faults = framing.salvage_spans(buf, rec_path)
-        labels, kinds = summarize_labels(buf, spans)
+        tally = LabelTally(buf)
+        for position, span in enumerate(framing.walk_spans(buf, faults, rec_path)):
+            tally.add(position, span)
+            starts.append(span.offset)
+            records += 1
+            multipart += span.parts > 1
+            payload_bytes += span.length
+            min_record = span.length if min_record is None or span.length < min_record else min_record
+            max_record = span.length if max_record is None or span.length > max_record else max_record
+        labels, kinds = tally.finish(records)
         size = len(buf)
     finally:
         release(buf)
-    lengths = [s.length for s in spans]
     status, entries = "missing", None
     if idx_path is not None:
         index, error = try_read_index(idx_path)
@@ -151,14 +181,14 @@ def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None
             status = f"unreadable: {error}"
         else:
             entries = len(index)
-            found = check_index_entries(index, spans, size).details
+            found = check_index_entries(index, np.frombuffer(starts, np.int64) if starts else np.empty(0, np.int64),
+                                        size).details
             wrong = [f"{n} {what}" for n, what in (
                 (found["offsets_past_end"] + found["offsets_not_record_starts"], "offsets not at a record start"),
                 (found["duplicate_keys"], "duplicate keys"), (found["unlisted_records"], "records not listed")) if n]
             status = "ok" if not wrong else "; ".join(wrong)
     return DatasetInfo(
-        path=rec_path, bytes=size, records=len(spans),
-        multipart_records=sum(1 for s in spans if s.parts > 1), payload_bytes=sum(lengths),
-        min_record=min(lengths) if lengths else None, max_record=max(lengths) if lengths else None,
-        payload_kinds=dict(kinds), labels=labels, index_path=None if idx_path is None else os.fspath(idx_path),
-        index_status=status, index_entries=entries, faults=[str(f) for f in faults])
+        path=rec_path, bytes=size, records=records, multipart_records=multipart, payload_bytes=payload_bytes,
+        min_record=min_record, max_record=max_record, payload_kinds=dict(kinds), labels=labels,
+        index_path=None if idx_path is None else os.fspath(idx_path), index_status=status, index_entries=entries,
+        faults=[str(f) for f in faults])

@@ -45,8 +45,10 @@ reading (the data is intact); :mod:`mxrec.verify` reports them.
 
 from __future__ import annotations
 
+import array
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,9 +253,15 @@ def record_span(buf: Buffer, offset: int, path: str | None = None, end: int | No
 def record_offsets(buf: Buffer, start: int = 0, path: str | None = None,
                    end: int | None = None) -> list[int]:
     """Offsets of every record from ``start`` to ``end`` (one framing-checked pass)."""
+    return record_offset_array(buf, start, path, end).tolist()
+
+
+def record_offset_array(buf: Buffer, start: int = 0, path: str | None = None,
+                        end: int | None = None) -> np.ndarray:
+    """:func:`record_offsets` as an int64 array, gathered compactly (8 bytes a record, not a Python int each)."""
     if end is None:
         end = len(buf)
-    offsets = []
+    offsets = array.array("q")
     append = offsets.append
     unpack_from = PART_HEADER.unpack_from
     offset = start
@@ -270,7 +278,7 @@ def record_offsets(buf: Buffer, start: int = 0, path: str | None = None,
             offset = record_span(buf, offset, path, end).end
     if offset < end:
         record_span(buf, offset, path, end)  # raises: a truncated header
-    return offsets
+    return np.frombuffer(offsets, np.int64) if offsets else np.empty(0, np.int64)
 
 
 def is_record_start(buf: Buffer, offset: int, end: int | None = None) -> bool:
@@ -301,17 +309,22 @@ def find_record_start(buf: Buffer, offset: int, end: int | None = None) -> int:
 
 def salvage_spans(buf: Buffer, path: str | None = None,
                   end: int | None = None) -> tuple[list[RecordSpan], list[RecordFormatError]]:
-    """Walk the whole buffer, stepping over damage: ``(intact records, faults)``.
+    """Walk the whole buffer, stepping over damage: ``(intact records, faults)`` (see :func:`walk_spans`)."""
+    faults: list[RecordFormatError] = []
+    return list(walk_spans(buf, faults, path, end)), faults
+
+
+def walk_spans(buf: Buffer, faults: list[RecordFormatError], path: str | None = None,
+               end: int | None = None) -> Iterator[RecordSpan]:
+    """The intact records of the whole buffer, in order, stepping over damage; each fault is appended to ``faults``.
 
     At each fault the walk resumes at the next offset that satisfies the resync
     rule (:func:`find_record_start`); bytes in between belong to no record.
-    ``buf`` must offer ``find``.
+    ``buf`` must offer ``find``. A generator: callers that summarise records
+    need not hold one object per record.
     """
     if end is None:
         end = len(buf)
-    spans: list[RecordSpan] = []
-    faults: list[RecordFormatError] = []
-    append = spans.append
     unpack_from = PART_HEADER.unpack_from
     offset = 0
     while offset < end:
@@ -319,7 +332,7 @@ def salvage_spans(buf: Buffer, path: str | None = None,
             magic, lrec = unpack_from(buf, offset)
             after = offset + PART_HEADER_SIZE + lrec + (-lrec & 3)
             if magic == MAGIC and lrec < FULL_LIMIT and after <= end:
-                append(RecordSpan(offset, after, 1, lrec))
+                yield RecordSpan(offset, after, 1, lrec)
                 offset = after
                 continue
         try:
@@ -330,9 +343,8 @@ def salvage_spans(buf: Buffer, path: str | None = None,
             if offset < 0:
                 break
             continue
-        spans.append(span)
+        yield span
         offset = span.end
-    return spans, faults
 
 
 def nonzero_padding(buf: Buffer, span: RecordSpan) -> list[int]:

@@ -176,8 +176,16 @@ def format_index_line(key: object, offset: int) -> str:
 
 
 def format_index(keys: Iterable[object], offsets: Iterable[int]) -> str:
-    """The text of an ``.idx`` holding ``keys`` at ``offsets``."""
-    return "".join(format_index_line(k, int(o)) for k, o in zip(keys, offsets, strict=False))
+    """The text of an ``.idx`` holding ``keys`` at ``offsets``; integer keys are formatted in bulk (one %-format)."""
+    keys = keys.tolist() if isinstance(keys, IntKeys) else list(keys)
+    offsets = offsets.tolist() if isinstance(offsets, np.ndarray) else [int(o) for o in offsets]
+    count = min(len(keys), len(offsets))
+    if all(type(key) is int for key in keys):
+        flat: list[int] = [0] * (2 * count)
+        flat[0::2] = keys[:count]
+        flat[1::2] = offsets[:count]
+        return ("%d\t%d\n" * count) % tuple(flat)
+    return "".join(map(format_index_line, keys[:count], offsets[:count]))
 
 
 def parse_index(text: str | bytes, key_type: KeyType = int, path: str | os.PathLike | None = None,

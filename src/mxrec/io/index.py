@@ -130,10 +130,22 @@ def try_read_index(path: str | os.PathLike, key_type: KeyType = int) -> tuple[In
 
 
 def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int]) -> None:
-    """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`)."""
-    text = format_index(keys, offsets)
+    """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`), a block of lines at a time."""
+    key_blocks = (keys[i:i + _FORMAT_BLOCK] for i in range(0, len(keys), _FORMAT_BLOCK)) if isinstance(
+        keys, (IntKeys, list, range)) else _blocks(iter(keys))
+    offset_blocks = (offsets[i:i + _FORMAT_BLOCK] for i in range(0, len(offsets), _FORMAT_BLOCK)) if isinstance(
+        offsets, (np.ndarray, list, range)) else _blocks(iter(offsets))
     with atomic_open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+        for key_block, offset_block in zip(key_blocks, offset_blocks, strict=False):
+            f.write(format_index(key_block, offset_block))
+
+
+_FORMAT_BLOCK = 1 << 16  # .idx lines formatted and written at once
+
+
+def _blocks(items: Iterator) -> Iterator[list]:
+    while block := list(itertools.islice(items, _FORMAT_BLOCK)):
+        yield block
 
 
 def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, str]:
@@ -150,12 +162,10 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     rec_path = os.fspath(rec_path)
     buf = map_file(rec_path)
     try:
-        offset_list = framing.record_offsets(buf, path=rec_path)
-        offsets = np.array(offset_list, dtype=np.int64)
+        offsets = framing.record_offset_array(buf, path=rec_path)
         if keys == "position":
             return Index(IntKeys(range(len(offsets))), offsets, True), "position"
-        ids = _header_ids(buf, offset_list)
-        del offset_list
+        ids = _header_ids(buf, offsets)
     finally:
         release(buf)
     if ids is not None and not _repeats(ids):
@@ -179,15 +189,15 @@ def _compact_keys(ids: np.ndarray) -> IntKeys | list[int]:
     return IntKeys.from_array(ids.astype(np.int64))
 
 
-def _header_ids(buf: framing.Buffer, offsets: list[int]) -> np.ndarray | None:
+def _header_ids(buf: framing.Buffer, offsets: np.ndarray) -> np.ndarray | None:
     """``IRHeader.id`` of each record, or None if some record cannot hold a header.
 
     Read with numpy for single-part records (the id is at a fixed place after the part header); records cut
     into parts are decoded one by one.
     """
-    if not offsets:
+    if not len(offsets):
         return np.empty(0, np.uint64)
-    starts = np.array(offsets, dtype=np.int64)
+    starts = offsets
     words = np.frombuffer(buf, dtype="<u4", count=len(buf) // 4)
     lrec = words[starts // 4 + 1]
     single = lrec < framing.FULL_LIMIT
@@ -199,7 +209,7 @@ def _header_ids(buf: framing.Buffer, offsets: list[int]) -> np.ndarray | None:
     ids = low | (high << np.uint64(32))
     del words
     for position in np.flatnonzero(~single).tolist():
-        payload, _ = framing.decode_record(buf, offsets[position])
+        payload, _ = framing.decode_record(buf, int(offsets[position]))
         if len(payload) < IRHEADER_SIZE:
             return None
         ids[position] = int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little")

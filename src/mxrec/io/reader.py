@@ -100,14 +100,14 @@ class RecordReader:
 
     def _scan(self) -> Index:
         try:
-            offsets = framing.record_offsets(self._buf, path=self.path)
+            offsets = framing.record_offset_array(self._buf, path=self.path)
         except RecordFormatError as exc:
             if self.strict:
                 raise
             spans, faults = framing.salvage_spans(self._buf, self.path)
             self.damage = faults[0] if faults else exc
             offsets = [span.offset for span in spans]
-        return Index(IntKeys(range(len(offsets))), np.array(offsets, dtype=np.int64), increasing=True)
+        return Index(IntKeys(range(len(offsets))), np.asarray(offsets, dtype=np.int64), increasing=True)
 
     # -- state -------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from mxrec.errors import ClosedFileError, ForkedWriterError
 from mxrec.format import framing
-from mxrec.format.idx import KeyType, format_index_line, index_path_for
+from mxrec.format.idx import KeyType, format_index, index_path_for
 from mxrec.io.atomic import PartialFile
 
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
@@ -214,7 +214,7 @@ class RecordWriter:
             return
         self._rec.flush()
         if self._idx is not None and self._pending_offsets:
-            self._idx.write(_format_entries(self._pending_keys, self._pending_offsets, self.key_type))
+            self._idx.write(format_index(self._pending_keys, self._pending_offsets))
             self._pending_keys.clear()
             self._pending_offsets.clear()
             self._idx.flush()
@@ -306,11 +306,3 @@ def _write_all(rec: BinaryIO, chunks: list) -> None:
             first += 1
         if written:
             views[first] = views[first][written:]
-def _format_entries(keys: list, offsets: list[int], key_type: KeyType) -> str:
-    """``.idx`` lines for ``keys`` at ``offsets``; integer keys in one bulk %-format (no per-line call)."""
-    if key_type is int:
-        flat: list[int] = [0] * (2 * len(keys))
-        flat[0::2] = keys
-        flat[1::2] = offsets
-        return ("%d\t%d\n" * len(keys)) % tuple(flat)
-    return "".join(map(format_index_line, keys, offsets))
