@@ -61,3 +61,23 @@ def _empty(folder):
     path = folder / "empty.idx"
     path.write_bytes(b"")
     return path
+
+
+def test_rebuilt_index_reads_ids_of_single_and_multi_part_records(tmp_path, monkeypatch):
+    from mxrec import RecordWriter
+    from mxrec.format.header import IRHeader, pack
+    from mxrec.io.index import scan_index
+
+    monkeypatch.setattr(index_module, "_ID_BLOCK", 3)  # several blocks
+    magic = (0xCED7230A).to_bytes(4, "little")
+    ids = [7, 2**64 - 5, 3, 11, 5, 2**40]
+    bodies = [b"a", magic * 3, b"", b"xyz" + magic, magic, b"q" * 50]  # headers are 24 bytes: aligned magics split
+    with RecordWriter(tmp_path / "r.rec") as writer:
+        for record_id, body in zip(ids, bodies, strict=True):
+            writer.write(pack(IRHeader(0, 1.0, record_id, 0), body))
+    index, source = scan_index(tmp_path / "r.rec")
+    assert source == "id" and list(index.keys) == ids and isinstance(index.keys, list)  # beyond int64: a list
+    with RecordWriter(tmp_path / "s.rec") as writer:
+        for record_id in (5, 3, 5):
+            writer.write(pack(IRHeader(0, 1.0, record_id, 0), b""))
+    assert scan_index(tmp_path / "s.rec")[1] == "position"  # repeated ids

@@ -192,28 +192,33 @@ def _compact_keys(ids: np.ndarray) -> IntKeys | list[int]:
 def _header_ids(buf: framing.Buffer, offsets: np.ndarray) -> np.ndarray | None:
     """``IRHeader.id`` of each record, or None if some record cannot hold a header.
 
-    Read with numpy for single-part records (the id is at a fixed place after the part header); records cut
-    into parts are decoded one by one.
+    Read with numpy for single-part records (the id is at a fixed place after the part header), a block of
+    records at a time (bounded temporaries); records cut into parts are decoded one by one.
     """
-    if not len(offsets):
-        return np.empty(0, np.uint64)
-    starts = offsets
+    ids = np.empty(len(offsets), np.uint64)
     words = np.frombuffer(buf, dtype="<u4", count=len(buf) // 4)
-    lrec = words[starts // 4 + 1]
-    single = lrec < framing.FULL_LIMIT
-    if (single & (lrec < IRHEADER_SIZE)).any():
-        return None
-    id_word = (starts + framing.PART_HEADER_SIZE + ID_OFFSET) // 4  # the id's low word: 4-byte aligned
-    low = words[np.minimum(id_word, len(words) - 2)].astype(np.uint64)
-    high = words[np.minimum(id_word + 1, len(words) - 1)].astype(np.uint64)
-    ids = low | (high << np.uint64(32))
-    del words
-    for position in np.flatnonzero(~single).tolist():
-        payload, _ = framing.decode_record(buf, int(offsets[position]))
-        if len(payload) < IRHEADER_SIZE:
-            return None
-        ids[position] = int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little")
+    try:
+        for first in range(0, len(offsets), _ID_BLOCK):
+            starts = offsets[first:first + _ID_BLOCK]
+            lrec = words[starts // 4 + 1]
+            single = lrec < framing.FULL_LIMIT
+            if (single & (lrec < IRHEADER_SIZE)).any():
+                return None
+            id_word = (starts + framing.PART_HEADER_SIZE + ID_OFFSET) // 4  # the id's low word: 4-byte aligned
+            low = words[np.minimum(id_word, len(words) - 2)].astype(np.uint64)
+            high = words[np.minimum(id_word + 1, len(words) - 1)].astype(np.uint64)
+            ids[first:first + len(starts)] = low | (high << np.uint64(32))
+            for position in (first + np.flatnonzero(~single)).tolist():
+                payload, _ = framing.decode_record(buf, int(offsets[position]))
+                if len(payload) < IRHEADER_SIZE:
+                    return None
+                ids[position] = int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little")
+    finally:
+        del words
     return ids
+
+
+_ID_BLOCK = 1 << 20  # records whose header ids are read at once
 
 
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
