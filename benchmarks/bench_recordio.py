@@ -316,7 +316,7 @@ def report(rounds: list, names: list[str], args: argparse.Namespace) -> int:
             if not all(anchors) or not all(ours):
                 return [], f"{'-':>15}"
             values = [a / o for a, o in zip(anchors, ours, strict=True)]
-            return values, f"{' '.join(f'{v:.1f}' for v in values):>15}"
+            return values, f"{' '.join(f'{v:.2f}' for v in values):>15}"
 
         d_ratios, d_text = ratios(d, m)
         f_ratios, f_text = ratios(f, m_fast)
@@ -330,7 +330,7 @@ def report(rounds: list, names: list[str], args: argparse.Namespace) -> int:
         if checked:
             ok = min(checked) >= need
             fails += not ok
-            bar = f">= {need:.0f}x: {'PASS' if ok else 'FAIL'} (worst {min(checked):.1f}x)"
+            bar = f">= {need:.0f}x: {'PASS' if ok else 'FAIL'} (worst {min(checked):.2f}x)"
         show = lambda values: f"{min(values):.3f}" if all(values) else "-"  # noqa: E731
         print(f"{workload:26} {show(m):>12} {show(d):>8} {d_text} {show(f):>7} {f_text}  {bar}")
     print("(times: the best round; the fast writer's rows and the batch reads compare with MXNet's write_idx / "
