@@ -297,3 +297,20 @@ def test_write_batch_frames_exactly_as_the_spec(tmp_path_factory, payloads):
         offsets = writer.write_batch(payloads)
     assert path.read_bytes() == b"".join(framing.encode_record(p) for p in payloads)
     assert offsets == framing.record_offsets(path.read_bytes())
+
+
+def test_write_batch_groups_mixed_sizes_padding_and_magics_exactly(tmp_path):
+    magic = framing.MAGIC_BYTES
+    rng = np.random.default_rng(3)
+    payloads = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in (1, 2, 3, 4, 5, 1023, 0, 9000, 70_000)]
+    payloads += [magic + b"x", b"ab" + magic + b"cd", magic * 20_000, bytes(300_000)]  # aligned, unaligned, large
+    payloads = payloads * 40  # several groups
+    with RecordWriter(tmp_path / "b.rec", index=True) as writer:
+        offsets = writer.write_batch(payloads)
+        single = [writer.write(p) for p in payloads[:13]]
+    data = (tmp_path / "b.rec").read_bytes()
+    expected = b"".join(framing.encode_record(p) for p in payloads + payloads[:13])
+    assert data == expected
+    assert offsets + single == framing.record_offsets(data)
+    with RecordReader(tmp_path / "b.rec") as reader:
+        assert list(reader) == payloads + payloads[:13]

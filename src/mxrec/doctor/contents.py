@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
 
 from mxrec.errors import HeaderError
 from mxrec.format import framing
@@ -33,6 +35,9 @@ from mxrec.io.mapping import mapped
 from mxrec.io.shardset import resolve_dataset
 
 RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
+# Label tuples seen, shared between records (class labels repeat; a dict lookup is atomic under the GIL).
+_SHARED_LABELS: dict[tuple, tuple] = {}
+_SHARED_LABELS_MAX = 1 << 16
 
 
 @dataclass(slots=True)
@@ -75,7 +80,8 @@ def read_record_content(payload: bytes, position: int, offset: int, key: object,
         return content
     content.flag = header.flag
     content.record_id = header.id
-    content.labels = tuple(label_array(header).tolist())
+    labels = (float(header.label),) if header.flag == 0 else tuple(label_array(header).tolist())
+    content.labels = _SHARED_LABELS.setdefault(labels, labels) if len(_SHARED_LABELS) < _SHARED_LABELS_MAX else labels
     image = payload[start:]
     content.image_bytes = len(image)
     content.image = inspect_image(image, decode)
@@ -91,27 +97,25 @@ def _payload(buf: framing.Buffer, span: framing.RecordSpan) -> bytes:
     return framing.decode_record(buf, span.offset)[0]
 
 
-def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: dict | None = None, *,
+def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: OffsetKeys | None = None, *,
                   decode: bool = False, workers: int | None = None, layout: str = "auto",
                   progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
     """One :class:`RecordContent` per span (intact records of ``buf``), in order.
 
-    ``keys_by_offset`` maps record offsets to ``.idx`` keys; without it records
-    are keyed by position. ``workers`` defaults to every available core.
-    ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`): unless
-    ``"plain"``, the header and identity records of an InsightFace face set
-    are marked as :attr:`RecordContent.layout_record` (:func:`mark_layout_records`).
+    ``keys_by_offset`` (:func:`offset_keys`) names records by their ``.idx``
+    keys; without it records are keyed by position. ``workers`` defaults to
+    every available core. ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`):
+    unless ``"plain"``, the header and identity records of an InsightFace face
+    set are marked as :attr:`RecordContent.layout_record` (:func:`mark_layout_records`).
     """
     resolve_layout(layout)
     workers = available_cores() if workers is None else max(1, workers)
 
     def task(first: int) -> list[RecordContent]:
-        found = []
-        for position in range(first, min(first + RECORDS_PER_TASK, len(spans))):
-            span = spans[position]
-            key = position if keys_by_offset is None else keys_by_offset.get(span.offset)
-            found.append(read_record_content(_payload(buf, span), position, span.offset, key, decode))
-        return found
+        positions = range(first, min(first + RECORDS_PER_TASK, len(spans)))
+        keys = positions if keys_by_offset is None else keys_by_offset.keys_at([spans[p].offset for p in positions])
+        return [read_record_content(_payload(buf, spans[position]), position, spans[position].offset, key, decode)
+                for position, key in zip(positions, keys, strict=True)]
 
     firsts = range(0, len(spans), RECORDS_PER_TASK)
     batches: dict[int, list[RecordContent]] = {}
@@ -159,12 +163,33 @@ def mark_layout_records(contents: list[RecordContent]) -> FaceLayout | None:
     return layout
 
 
-def offset_keys(index: Index) -> dict:
-    """``{offset: key}`` from a parsed ``.idx`` (the first key listed at each offset)."""
-    mapping: dict = {}
-    for key, offset in zip(index.keys, index.offsets.tolist(), strict=True):
-        mapping.setdefault(offset, key)
-    return mapping
+class OffsetKeys:
+    """The ``.idx`` key of each record offset (the first key listed there): two sorted arrays, searched in bulk.
+
+    (A dict of ten million offsets would take about a gigabyte.)
+    """
+
+    def __init__(self, index: Index) -> None:
+        order = np.argsort(index.offsets, kind="stable")  # equal offsets keep file order: the first key first
+        self._offsets = index.offsets[order]
+        self._positions = order
+        self._keys = index.keys
+
+    def keys_at(self, offsets: Sequence[int]) -> list:
+        """The key at each of ``offsets``; None where the ``.idx`` lists none."""
+        query = np.asarray(offsets, np.int64)
+        at = np.minimum(np.searchsorted(self._offsets, query), max(len(self._offsets) - 1, 0))
+        if not len(self._offsets):
+            return [None] * len(query)
+        found = self._offsets[at] == query
+        positions = self._positions[at].tolist()
+        keys = self._keys
+        return [keys[p] if ok else None for p, ok in zip(positions, found.tolist(), strict=True)]
+
+
+def offset_keys(index: Index) -> OffsetKeys:
+    """The keys of a parsed ``.idx`` by record offset (see :class:`OffsetKeys`)."""
+    return OffsetKeys(index)
 
 
 def looks_like_image_dataset(contents: list[RecordContent]) -> bool:

@@ -10,6 +10,7 @@ identities, faces and image size; its labels are summarised over the faces.
 
 from __future__ import annotations
 
+import array
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -138,52 +139,76 @@ def _record_head(buf: framing.Buffer, span: framing.RecordSpan) -> tuple[IRHeade
     return header, bytes(payload[start:start + SIGNATURE_BYTES]), span.length - start
 
 
-def summarize_labels(buf: framing.Buffer, spans: list[framing.RecordSpan],
-                     samples: set[int] | None = None) -> tuple[LabelSummary, Counter]:
-    """Label statistics and payload kinds, from each record's header and the bytes after it.
+class LabelTally:
+    """Label statistics and payload kinds, gathered one record at a time (nothing kept per record but floats).
 
     ``samples``: the offsets of the records that are samples (an InsightFace
     set's faces); the labels of the others are left out. Default: all.
     """
-    summary = LabelSummary()
-    kinds: Counter = Counter()
-    widths: Counter = Counter()
-    firsts = set()
-    lo, hi = np.inf, -np.inf
-    for span in spans:
-        header, rest, rest_length = _record_head(buf, span)
-        kinds[image_format(rest) if rest_length else "empty"] += 1
+
+    def __init__(self, buf: framing.Buffer, samples: set[int] | None = None) -> None:
+        self._buf = buf
+        self._samples = samples
+        self.summary = LabelSummary()
+        self.kinds: Counter = Counter()
+        self._widths: Counter = Counter()
+        # Every label value and each record's first one, gathered compactly; the statistics are taken at the end.
+        self._values, self._firsts = array.array("d"), array.array("d")
+
+    def add(self, span: framing.RecordSpan) -> None:
+        header, rest, rest_length = _record_head(self._buf, span)
+        self.kinds[image_format(rest) if rest_length else "empty"] += 1
         if header is None:
-            continue
-        if samples is not None and span.offset not in samples:
-            summary.layout_records += 1  # InsightFace: its labels are key ranges, not classes
-            continue
-        labels = np.atleast_1d(np.asarray(header.label, dtype=np.float64))
-        if labels.size:
-            lo, hi = min(lo, labels.min()), max(hi, labels.max())
-            firsts.add(float(labels[0]))
-            if summary.integer_valued and not np.all(labels == np.round(labels)):
-                summary.integer_valued = False
-        widths[max(header.flag, 1)] += 1
-        summary.records_with_header += 1
-    summary.widths = dict(widths)
-    if summary.records_with_header:
-        summary.min, summary.max = float(lo), float(hi)
-        summary.distinct_first_labels = len(firsts)
-    return summary, kinds
+            return
+        if self._samples is not None and span.offset not in self._samples:
+            self.summary.layout_records += 1  # InsightFace: its labels are key ranges, not classes
+            return
+        label = header.label
+        if header.flag == 0:
+            self._values.append(label)
+            self._firsts.append(label)
+        elif len(label):
+            self._values.extend(label.tolist())
+            self._firsts.append(float(label[0]))
+        self._widths[max(header.flag, 1)] += 1
+        self.summary.records_with_header += 1
+
+    def finish(self) -> tuple[LabelSummary, Counter]:
+        summary = self.summary
+        summary.widths = dict(self._widths)
+        if self._values:
+            values = np.frombuffer(self._values, np.float64)
+            summary.min, summary.max = float(values.min()), float(values.max())
+            summary.integer_valued = bool((values == np.round(values)).all())
+            summary.distinct_first_labels = len(np.unique(np.frombuffer(self._firsts, np.float64)))
+        return summary, self.kinds
 
 
 def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                  key_type: KeyType = int, storage_options: StorageOptions = None) -> DatasetInfo:
-    """Summarise ``rec_path``, local or a URL (and its ``.idx`` of ``key_type`` keys, default: the one beside it)."""
+    """Summarise ``rec_path``, local or a URL (and its ``.idx`` of ``key_type`` keys, default: the one beside it).
+
+    One streaming pass over the framing and headers; nothing is kept per record but its offset and label values.
+    """
     rec_path = os.fspath(rec_path)
     idx_path = resolve_index(rec_path, idx_path, storage_options)
     layout, faces = face_layout_summary(rec_path, idx_path, key_type, storage_options)
+    faults: list = []
+    starts = array.array("q")
+    records = multipart = payload_bytes = 0
+    min_record = max_record = None
     with mapped(rec_path, storage_options) as buf:
-        spans, faults = framing.salvage_spans(buf, rec_path)
-        labels, kinds = summarize_labels(buf, spans, faces)
+        tally = LabelTally(buf, faces)
+        for span in framing.walk_spans(buf, faults, rec_path):
+            tally.add(span)
+            starts.append(span.offset)
+            records += 1
+            multipart += span.parts > 1
+            payload_bytes += span.length
+            min_record = span.length if min_record is None or span.length < min_record else min_record
+            max_record = span.length if max_record is None or span.length > max_record else max_record
+        labels, kinds = tally.finish()
         size = len(buf)
-    lengths = [s.length for s in spans]
     status, entries = "missing", None
     if idx_path is not None:
         index, error = try_read_index(idx_path, key_type, storage_options)
@@ -191,17 +216,17 @@ def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None
             status = f"unreadable: {error}"
         else:
             entries = len(index)
-            found = check_index_entries(index, spans, size).details
+            found = check_index_entries(index, np.frombuffer(starts, np.int64) if starts else np.empty(0, np.int64),
+                                        size).details
             wrong = [f"{n} {what}" for n, what in (
                 (found["offsets_past_end"] + found["offsets_not_record_starts"], "offsets not at a record start"),
                 (found["duplicate_keys"], "duplicate keys"), (found["unlisted_records"], "records not listed")) if n]
             status = "ok" if not wrong else "; ".join(wrong)
     return DatasetInfo(
-        path=rec_path, bytes=size, records=len(spans),
-        multipart_records=sum(1 for s in spans if s.parts > 1), payload_bytes=sum(lengths),
-        min_record=min(lengths) if lengths else None, max_record=max(lengths) if lengths else None,
-        payload_kinds=dict(kinds), labels=labels, index_path=None if idx_path is None else os.fspath(idx_path),
-        index_status=status, index_entries=entries, faults=[str(f) for f in faults], layout=layout)
+        path=rec_path, bytes=size, records=records, multipart_records=multipart, payload_bytes=payload_bytes,
+        min_record=min_record, max_record=max_record, payload_kinds=dict(kinds), labels=labels,
+        index_path=None if idx_path is None else os.fspath(idx_path), index_status=status, index_entries=entries,
+        faults=[str(f) for f in faults], layout=layout)
 
 
 def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType,

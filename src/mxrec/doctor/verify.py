@@ -38,6 +38,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import numpy as np
+
 from mxrec.doctor.check_images import check_images, check_shapes
 from mxrec.doctor.check_labels import check_balance, check_labels, class_counts, labelled_records
 from mxrec.doctor.check_layout import check_face_layout
@@ -96,7 +98,11 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
         keys = None
         if idx_path is not None:
             index, failed = read_index_check(idx_path, key_type, storage_options)
-            report.checks.append(failed if index is None else check_index_entries(index, spans, len(buf)))
+            if index is None:
+                report.checks.append(failed)
+            else:
+                starts = np.array([s.offset for s in spans], np.int64)
+                report.checks.append(check_index_entries(index, starts, len(buf)))
             keys = None if index is None else offset_keys(index)
         if dataset_kind != "raw" or lst is not None or against is not None:
             contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout,

@@ -16,6 +16,7 @@ about damaged PNGs on stderr).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,12 @@ class ImageFacts:
     reason: str | None = None
 
 
+@functools.lru_cache(maxsize=4096)
+def sound_image(fmt: str, shape: Shape | None) -> ImageFacts:
+    """The facts of a sound image: one shared object for each format and shape (datasets repeat a few sizes)."""
+    return ImageFacts(fmt, shape)
+
+
 def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     """Classify one image's bytes; with ``decode`` decode them completely (JPEG strictly, see the module doc)."""
     fmt = image_format(data)
@@ -57,13 +64,13 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
         if fmt == "other":
             return ImageFacts(fmt, None, "unrecognised", f"{len(data)} bytes in no known image format (they start "
                               f"{bytes(data[:8])!r}); --decode tries OpenCV on them")
-        return ImageFacts(fmt, shape)
+        return sound_image(fmt, shape)
     if fmt == "jpeg":
         try:
             require_simplejpeg().decode_jpeg(data, "GRAY" if shape[2] == 1 else "BGR")
         except ValueError as exc:  # strict mode: any libjpeg warning or error
             return ImageFacts(fmt, shape, "truncated" if truncation(data) else "corrupt", f"libjpeg-turbo: {exc}")
-        return ImageFacts(fmt, shape)
+        return sound_image(fmt, shape)
     if fmt == "png" and truncation(data):
         return ImageFacts(fmt, shape, "truncated", "PNG ends before its IEND chunk")
     pixels = opencv().imdecode(np.frombuffer(data, np.uint8), -1)
@@ -73,4 +80,4 @@ def inspect_image(data: bytes, decode: bool = False) -> ImageFacts:
     if pixels is None:
         return ImageFacts(fmt, shape, "corrupt", f"OpenCV cannot decode these {len(data)} bytes")
     height, width = pixels.shape[:2]
-    return ImageFacts(fmt, (height, width, 1 if pixels.ndim == 2 else pixels.shape[2]))
+    return sound_image(fmt, (height, width, 1 if pixels.ndim == 2 else pixels.shape[2]))

@@ -23,7 +23,6 @@ so opening costs no pass over the data. ``mxrec verify`` checks every offset.
 
 from __future__ import annotations
 
-import array
 import mmap
 import os
 from collections.abc import Iterator, Sequence
@@ -34,26 +33,31 @@ import numpy as np
 from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
-from mxrec.format.idx import Index, KeyType, index_path_for
+from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
 from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index, resolve_index
+from mxrec.io.keys import KeyStore
 from mxrec.io.mapping import map_file, release
 
 _unpack_part_header = framing.PART_HEADER.unpack_from
 _MAGIC = framing.MAGIC
 _FULL_LIMIT = framing.FULL_LIMIT
 _ITER_BLOCK = 4096  # records whose headers iteration reads at once
+_CHECK_BLOCK = 1 << 16  # .idx offsets range-checked at once
 
 
 def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
                        index_path: str | None) -> None:
     """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
-    bad = (offsets < 0) | (offsets + framing.PART_HEADER_SIZE > size) | (offsets % 4 != 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        off = int(offsets[i])
-        why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
-        raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
+    for first in range(0, len(offsets), _CHECK_BLOCK):  # in blocks: no full-size temporaries for 10M keys
+        block = offsets[first:first + _CHECK_BLOCK]
+        bad = (block < 0) | (block > size - framing.PART_HEADER_SIZE) | (block & 3 != 0)
+        if bad.any():
+            i = first + int(np.flatnonzero(bad)[0])
+            off = int(offsets[i])
+            why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
+            raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)",
+                                 key=keys[i])
 
 
 class KeyedRecords:
@@ -148,36 +152,33 @@ class RecordReader(KeyedRecords):
         except BaseException:
             self.close()
             raise
-        self.keys: list = parsed.keys
+        self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
-        count = len(parsed.keys)
-        self._keys_are_positions = parsed.increasing and (
-            not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
-        self._positions: dict | None = None
-        self._table = array.array("q", parsed.offsets.tobytes())
+        self._key_store = KeyStore(parsed.keys)
+        self._table = memoryview(parsed.offsets)  # item access gives ints, faster than numpy's
 
     def _scan(self) -> Index:
         try:
-            offsets = framing.record_offsets(self._buf, path=self.path)
+            offsets = framing.record_offset_array(self._buf, path=self.path)
         except RecordFormatError as exc:
             if self.strict:
                 raise
             spans, faults = framing.salvage_spans(self._buf, self.path)
             self.damage = faults[0] if faults else exc
             offsets = [span.offset for span in spans]
-        return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), increasing=True)
+        return Index(IntKeys(range(len(offsets))), np.asarray(offsets, dtype=np.int64), increasing=True)
 
     # -- state -------------------------------------------------------------
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_buf"] = state["_positions"] = None
+        state["_buf"] = None
         del state["_table"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._table = array.array("q", self.offsets.tobytes())
+        self._table = memoryview(self.offsets)
 
     def _buffer(self) -> mmap.mmap | bytes:
         """The mapping, made on first use after unpickling."""
@@ -263,14 +264,9 @@ class RecordReader(KeyedRecords):
 
     def position(self, key: object) -> int:
         """Position of the record with ``key`` (the last one when duplicates are allowed)."""
-        if self._keys_are_positions and type(key) is int and 0 <= key < len(self._table):
-            return key
-        positions = self._positions
-        if positions is None:
-            positions = self._positions = {k: i for i, k in enumerate(self.keys)}
         try:
-            return positions[key]
-        except (KeyError, TypeError):
+            return self._key_store.position(key)
+        except KeyError:
             raise RecordKeyError(self.index_path or self.path, key) from None
 
     def header(self, position: int) -> IRHeader:

@@ -25,7 +25,6 @@ parsed index; each process opens its own connections on first use.
 
 from __future__ import annotations
 
-import array
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -35,9 +34,10 @@ import numpy as np
 
 from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RemoteNotFoundError, TruncatedRecordError
 from mxrec.format import framing
-from mxrec.format.idx import Index, KeyType, index_path_for, parse_index
+from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
 from mxrec.io.cache import BlockCache
 from mxrec.io.filesystem import StorageOptions, is_url, read_bytes
+from mxrec.io.keys import KeyStore
 from mxrec.io.reader import RecordReader, check_offset_range
 from mxrec.io.source import RemoteFile
 
@@ -95,14 +95,11 @@ class RemoteRecordReader(RecordReader):
             check_offset_range(parsed.offsets, parsed.keys, self.file.size, self.path, self.index_path)
         else:
             parsed = self._scan()
-        self.keys: list = parsed.keys
+        self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
-        count = len(parsed.keys)
-        self._keys_are_positions = parsed.increasing and (
-            not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
-        self._positions: dict | None = None
-        self._table = array.array("q", parsed.offsets.tobytes())
+        self._key_store = KeyStore(parsed.keys)
+        self._table = memoryview(parsed.offsets)  # as RecordReader's
 
     def _index_text(self, index: str | os.PathLike | bool | None) -> tuple[bytes | None, str | None]:
         """The ``.idx`` bytes and where they came from, or ``(None, None)`` to scan."""
@@ -154,7 +151,7 @@ class RemoteRecordReader(RecordReader):
         self.scanned = True
         warnings.warn(f"{self.path}: no .idx: scanned the whole file once ({len(offsets)} records, {size} bytes); "
                       "write one with `mxrec index` to open it with one request", NoIndexWarning, stacklevel=4)
-        return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), increasing=True)
+        return Index(IntKeys(range(len(offsets))), np.asarray(offsets, dtype=np.int64), increasing=True)
 
     # -- state ---------------------------------------------------------------
 

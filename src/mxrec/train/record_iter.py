@@ -21,6 +21,7 @@ epoch, also on another number of ranks (:mod:`mxrec.train.sampler`).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, fields
 from typing import Any
@@ -28,20 +29,18 @@ from typing import Any
 import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
-from mxrec.format.header import unpack_header
-from mxrec.image.codec import DecodeBuffers, decode_pixels
 from mxrec.io.atomic import atomic_open
 from mxrec.io.insightface import FaceSet, check_layout_name, read_face_set
 from mxrec.io.lists import read_list
 from mxrec.io.shardset import open_dataset
 from mxrec.io.subset import RecordSubset
-from mxrec.train.augment import AugmentParams, DefaultAugmenter
-from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
-from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.train.augment import AugmentParams
+from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.loader import RecordSampleLoader
+from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
-from mxrec.transforms.rng import SampleRandom, stream_key
 
 
 @dataclass(frozen=True)
@@ -206,35 +205,34 @@ class ImageRecordIter(BatchIter):
         self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
         channels, height, width = p.data_shape
         mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
-        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32", mean_image)
-        self.dtype = self._writer.dtype
-        self._augmenter = DefaultAugmenter(self.augment_params)
-        self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
-        self._random = self.augment_params.is_random or self.normalize_params.is_random
-        self._aug_key = stream_key(AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
-        self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
+        labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
         reader = open_dataset(p.path_imgrec, index=p.path_imgidx or None, storage_options=p.storage_options,
                               cache_dir=p.cache_dir)
         self._faces = read_face_set(reader, p.layout)
-        if self._faces is not None and p.label_width != 1 and self._labels is None:
+        if self._faces is not None and p.label_width != 1 and labels is None:
             raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
                                  f"so label_width must be 1, not {p.label_width}")
         # the samples: every record, or a face set's faces
         self._reader = reader if self._faces is None else RecordSubset(reader, self._faces.positions)
         self._prefetcher = BatchPrefetcher(self._reader) if self._reader.is_remote else None
+        self._loader = RecordSampleLoader(
+            self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
+            label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
+            mean_image=mean_image, identities=self._faces is not None,
+            view=functools.partial(self._record_view, self._reader))
+        self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
-        samples = len(self._reader)
         block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
         read_ahead_window(self._reader, block, p.shuffle_window)
-        sampler = BatchSampler(samples, p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
+        sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
                                part_index=part_index, last_batch=last_batch, shuffle_block=block,
                                shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
                                pad_last_batch=p.pad_last_batch)
-        pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,
+        pipeline = BatchPipeline(self._loader.load, batch_size=p.batch_size, sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
                                  prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
@@ -249,36 +247,6 @@ class ImageRecordIter(BatchIter):
     def describe(self, position: int) -> str:
         """``file: record key`` for messages (``position``: a sample number)."""
         return self._reader.describe(position)
-
-    def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
-        view = self._record_view(self._reader, position)
-        header, start = unpack_header(view)
-        self._fill_label(header, label, position)
-        img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
-        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
-        self._writer.write(self._augmenter(img, rng), data, rng)
-        return header.id
-
-    def _fill_label(self, header: Any, out: np.ndarray, position: int) -> None:
-        width = self.params.label_width
-        if self._labels is not None:
-            labels = self._labels.get(header.id)
-            if labels is None:
-                raise ListFileError(self.params.path_imglist, None,
-                                    f"no line for record id {header.id} ({self.describe(position)})")
-            out[:] = labels
-        elif self._faces is not None:
-            out[0] = header.label if header.flag == 0 else header.label[0]  # face2rec2 stores [class, aligned]
-        elif header.flag > 0:
-            if header.flag != width:
-                raise ParameterError(f"{self.describe(position)}: the record has {header.flag} labels but "
-                                     f"label_width is {width}")
-            out[:] = header.label
-        elif width != 1:
-            raise ParameterError(f"{self.describe(position)}: the record has one label but label_width is {width} "
-                                 "(pack multi-labels with im2rec --pack-label, or give path_imglist)")
-        else:
-            out[0] = header.label
 
     def close(self) -> None:
         super().close()
