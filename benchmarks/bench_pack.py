@@ -15,6 +15,14 @@ and the largest single difference, in grey levels).
 Without ``MXREC_BENCH_MXNET_PYTHON`` only mxrec is timed. ``im2rec.py`` is
 taken from that interpreter's ``mxnet`` package (``mxnet/tools/im2rec.py``),
 or from ``MXREC_BENCH_IM2REC``.
+
+The exact resize rows with 2 workers also get a **limit** column: this file run
+as a bare script in a fresh process (start-up and imports included, as for the
+tools) that reads every listed file and decodes it (simplejpeg, as pack does
+for plain JPEGs; OpenCV for the rest), resizes it (``cv2.resize``, the same
+size rule) and encodes it (``cv2.imencode``, same quality) on the same number
+of threads -- no .lst checks, no records, no output files. Bar: ``mxrec pack
+--resize 256 -j 2`` >= 90% of that limit (limit seconds / mxrec seconds).
 """
 
 from __future__ import annotations
@@ -96,11 +104,43 @@ def run_once(command: list[str], workdir: Path, lst: Path | None, env: dict) -> 
     return seconds, digest(workdir)
 
 
+def bare_codec(lst: str, root: str, resize: int, quality: int, threads: int) -> None:
+    """The limit: read, decode, resize, encode every listed image on ``threads`` threads, nothing else."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cv2
+    import numpy as np
+    import simplejpeg
+
+    cv2.setNumThreads(1)
+    paths = [os.path.join(root, line.rstrip("\n").split("\t")[-1]) for line in open(lst)]
+
+    def work(first: int) -> None:
+        for path in paths[first::threads]:
+            with open(path, "rb") as f:
+                data = f.read()
+            try:
+                img = simplejpeg.decode_jpeg(data, "BGR")
+            except ValueError:
+                img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+            height, width = img.shape[:2]
+            size = (resize, resize * height // width) if height > width else (resize * width // height, resize)
+            cv2.imencode(".jpg", cv2.resize(img, size), [cv2.IMWRITE_JPEG_QUALITY, quality])
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, range(threads)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--photos", default=str(REPO / "bench-data" / "photos5000"), help="image folder")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool and workload (best kept)")
+    parser.add_argument("--bare", nargs=5, help=argparse.SUPPRESS)  # lst root resize quality threads
     args = parser.parse_args()
+    if args.bare:
+        lst, root, resize, quality, threads = args.bare
+        bare_codec(lst, root, int(resize), int(quality), int(threads))
+        return
     photos = Path(args.photos).resolve()
     if not photos.is_dir():
         raise SystemExit(f"{photos}: no such folder; make it with benchmarks/photoset.py")
@@ -117,18 +157,27 @@ def main() -> None:
         lst = tmp_path / "data.lst"
         count = sum(1 for _ in lst.open())
         print(f"{count} images in {photos}; best of {args.repeat} runs each; {os.cpu_count()} CPUs")
-        print(f"{'workload':36s} {'mxrec s':>9s} {'im2rec.py s':>12s} {'speed-up':>9s}  same output")
+        print(f"{'workload':36s} {'mxrec s':>9s} {'im2rec.py s':>12s} {'speed-up':>9s}  same output; "
+              "limit (bare decode+resize+encode) s, mxrec's share of it")
         anchor_seconds = None
         for name, ours, theirs in WORKLOADS:
             is_list = ours[0] == "list"
             ours_cmd = [*mxrec, *ours, str(tmp_path / "ours" / "data"), str(photos)]
             if not is_list:
                 ours_cmd.insert(len(mxrec) + len(ours), "--no-progress")
-            ours_times, theirs_times = [], []
+            ours_times, theirs_times, limit_times = [], [], []
             ours_digest = theirs_digest = None
+            limit_cmd = None
+            if theirs is not None and "--resize" in ours and ours[ours.index("-j") + 1] == "2":
+                limit_cmd = [sys.executable, __file__, "--bare", str(lst), str(photos),
+                             ours[ours.index("--resize") + 1], ours[ours.index("--quality") + 1], "2"]
             for _ in range(args.repeat):
                 seconds, ours_digest = run_once(ours_cmd, tmp_path / "ours", None if is_list else lst, env)
                 ours_times.append(seconds)
+                if limit_cmd:
+                    start = time.perf_counter()
+                    subprocess.run(limit_cmd, check=True, env=env)
+                    limit_times.append(time.perf_counter() - start)
                 if im2rec and theirs is not None:
                     theirs_cmd = [mxnet_python, im2rec, *theirs, str(tmp_path / "theirs" / "data"), str(photos)]
                     seconds, theirs_digest = run_once(theirs_cmd, tmp_path / "theirs", None if is_list else lst,
@@ -146,7 +195,13 @@ def main() -> None:
                 same = "yes" if ours_digest == theirs_digest else "NO"
                 if is_list:  # mxrec also writes data.labels, which the digest ignores
                     same += " (.lst)"
-                print(f"{name:36s} {best:9.2f} {anchor_seconds:12.2f} {anchor_seconds / best:8.2f}x  {same}")
+                limit = ""
+                if limit_times:
+                    share = min(limit_times) / best
+                    limit = f"; limit {min(limit_times):.2f} s, {share:.0%}"
+                    if "256" in ours:  # the bar: mxrec pack --resize 256 -j 2
+                        limit += f" (bar >= 90%: {'PASS' if share >= 0.9 else 'FAIL'})"
+                print(f"{name:36s} {best:9.2f} {anchor_seconds:12.2f} {anchor_seconds / best:8.2f}x  {same}{limit}")
             elif im2rec and anchor_seconds is not None:
                 print(f"{name:36s} {best:9.2f} {anchor_seconds:12.2f} {anchor_seconds / best:8.2f}x  no: {off}")
             else:

@@ -2,6 +2,9 @@
 
     python examples/quickstart.py [OUT_DIR]
 
+Without OUT_DIR it works in a temporary folder and removes it at the end;
+with OUT_DIR the files stay there for you to look at.
+
 The same steps on the command line::
 
     mxrec list --recursive OUT/photos tests/data/golden/im2rec/photos200
@@ -53,5 +56,13 @@ def main(out_dir: str) -> int:
     return 0 if report.ok else 1
 
 
+def run(argv: list[str]) -> int:
+    """``main`` in OUT_DIR (``argv[0]``), or in a temporary folder that is removed afterwards."""
+    if argv:
+        return main(argv[0])
+    with tempfile.TemporaryDirectory(prefix="mxrec-demo-") as out:
+        return main(out)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="mxrec-demo-")))
+    sys.exit(run(sys.argv[1:]))

@@ -5,8 +5,9 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
   ``.idx``, ``.lst``).
-* :mod:`mxrec.io`: files (memory maps, atomic output, ``RecordReader``, ``RecordWriter``, shards, ``.idx``
-  and ``.lst`` files). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.io`: files, local or remote (memory maps, fsspec URLs, ranged reads, the block cache, atomic
+  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files).
+  :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.pack` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``).
@@ -25,27 +26,39 @@ from mxrec.errors import (
     HeaderError,
     ImageDecodeError,
     IndexFileError,
+    LayoutError,
+    ManifestError,
+    MissingExtraError,
     MxrecError,
+    OutputPathError,
     ParameterError,
     RecordFormatError,
     RecordKeyError,
+    RemoteAccessError,
+    RemoteError,
+    RemoteNotFoundError,
     TruncatedRecordError,
+    VerificationSetError,
 )
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
+from mxrec.io.insightface import FaceSet, read_face_set
 from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.pack.extract import extract_records
 from mxrec.pack.job import pack_list, pack_prefix
 from mxrec.pack.make_lists import make_lists, read_labelled_csv
 from mxrec.pack.prepare import ImageTransform
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
+from mxrec.train.verification import VerificationSet, load_verification_set
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DataBatch",
     "DuplicateKeyError",
+    "FaceSet",
     "HeaderError",
     "IRHeader",
     "ImageDecodeError",
@@ -53,21 +66,34 @@ __all__ = [
     "ImageRecordIter",
     "ImageTransform",
     "IndexFileError",
+    "LayoutError",
+    "ManifestError",
+    "MissingExtraError",
     "MxrecError",
+    "OutputPathError",
     "ParameterError",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",
     "RecordWriter",
+    "RemoteAccessError",
+    "RemoteError",
+    "RemoteNotFoundError",
+    "ShardSetReader",
     "TruncatedRecordError",
+    "VerificationSet",
+    "VerificationSetError",
     "build_index",
     "contact_sheet",
     "dataset_stats",
     "extract_records",
+    "load_verification_set",
     "make_lists",
+    "open_dataset",
     "pack",
     "pack_list",
     "pack_prefix",
+    "read_face_set",
     "read_index",
     "read_labelled_csv",
     "recordio",

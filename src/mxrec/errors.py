@@ -119,6 +119,18 @@ class ManifestError(MxrecError, ValueError):
         super().__init__(f"{self.path if self.path is not None else '<manifest>'}: {reason}")
 
 
+class LayoutError(MxrecError, ValueError):
+    """An InsightFace face set whose header record or identity records are inconsistent: the message names the key."""
+
+
+class VerificationSetError(MxrecError, ValueError):
+    """An InsightFace verification set (``lfw.bin``, ...) is malformed or holds objects that are not allowed."""
+
+
+class OutputPathError(MxrecError, OSError):
+    """An output path that cannot be written: a directory, or a file in a folder that does not exist."""
+
+
 class UnsafePathError(MxrecError, ValueError):
     """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
 
@@ -136,6 +148,30 @@ class ParameterError(MxrecError, ValueError, TypeError):
 
     It is a ``TypeError`` too, as Python raises for an unexpected keyword argument.
     """
+
+
+class RemoteError(MxrecError, OSError):
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"{url}: {reason}")
+
+    def __str__(self) -> str:  # OSError would format its args differently
+        return f"{self.url}: {self.reason}"
+
+
+class RemoteNotFoundError(RemoteError, FileNotFoundError):
+    """A remote file, bucket or shard does not exist."""
+
+
+class RemoteAccessError(RemoteError, PermissionError):
+    """The remote store refused access (missing or bad credentials, no permission)."""
+
+
+class MissingExtraError(MxrecError, ImportError):
+    """A feature needs an optional dependency (``pip install 'mxrec[EXTRA]'``) that is not installed."""
 
 
 class ClusterError(MxrecError, ConnectionError):

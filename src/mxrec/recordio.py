@@ -33,6 +33,11 @@ Better than MXNet (MXNet's behaviour in brackets)
     * ``unpack_img`` raises :class:`mxrec.errors.ImageDecodeError` for bytes
       that are not an image [returned ``None``].
     * ``tell()`` works on readers too; both classes are context managers.
+    * ``uri`` and ``idx_path`` may be URLs (``s3://``, ``gs://``, ``http(s)://``,
+      ``webhdfs://``...; credentials from the environment or fsspec's
+      configuration): reading goes through large ranged reads
+      (:mod:`mxrec.io.stream`), writing is uploaded, ``.rec`` then ``.idx``, by
+      ``close()``; leaving a ``with`` block by an exception uploads nothing.
 """
 
 from __future__ import annotations
@@ -40,19 +45,29 @@ from __future__ import annotations
 import os
 import threading
 import warnings
+from collections.abc import Iterator, MutableMapping, MutableSequence
 
 import numpy as np
 
 from mxrec.errors import ClosedFileError, IndexFileError, ModeError, RecordKeyError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_FORMAT, IRHEADER_SIZE, IRHeader, pack, unpack
-from mxrec.format.idx import KeyType
+from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_image, encode_image
+from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index
+from mxrec.io.keys import KeyStore
 from mxrec.io.mapping import map_file, release
-from mxrec.io.writer import RecordWriter
+from mxrec.io.stream import RecordStream
+from mxrec.io.writer import FORK_GENERATION, RecordWriter
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img"]
+
+_QUEUE_RECORDS = 256  # records a writer queues before framing and writing them together
+_MAX_LENGTH = framing.MAX_LENGTH
+_unpack_part_header = framing.PART_HEADER.unpack_from
+_MAGIC = framing.MAGIC
+_FULL_LIMIT = framing.FULL_LIMIT
 
 # Module constants of mxnet.recordio that some code reads.
 _IR_FORMAT = IRHEADER_FORMAT.lstrip("<")
@@ -60,7 +75,16 @@ _IR_SIZE = IRHEADER_SIZE
 
 
 class MXRecordIO:
-    """Sequential reading (``flag='r'``) or writing (``flag='w'``) of a ``.rec`` file."""
+    """Sequential reading (``flag='r'``) or writing (``flag='w'``) of a ``.rec`` file.
+
+    A writer frames and writes records in groups (:meth:`RecordWriter.write_batch
+    <mxrec.io.writer.RecordWriter.write_batch>`: one magic check for a whole
+    group): ``write`` queues a record, and every way to observe the output --
+    ``tell``, ``close``, ``idx``, ``keys`` -- writes the queue first, so what
+    is seen is always what MXNet would show.
+    """
+
+    _pending: list | None = None  # records queued by write() / write_idx(); None unless open for writing
 
     def __init__(self, uri: str | os.PathLike, flag: str) -> None:
         self.uri = os.fspath(uri)
@@ -70,6 +94,7 @@ class MXRecordIO:
         self.writable = False
         self._lock = threading.RLock()
         self._buf = None
+        self._stream: RecordStream | None = None
         self._writer: RecordWriter | None = None
         self._cursor = 0
         self.open()
@@ -78,14 +103,20 @@ class MXRecordIO:
         """Open the file; ``'w'`` truncates it."""
         if self.flag == "w":
             self._writer = RecordWriter(self.uri)
+            self._pending = []
             self.writable = True
         elif self.flag == "r":
-            self._buf = map_file(self.uri)
+            if is_url(self.uri):
+                self._stream = RecordStream(self.uri)
+                self._stream.file.stat()  # a missing file fails here, as a local one does
+            else:
+                self._buf = map_file(local_path(self.uri))
             self._cursor = 0
             self.writable = False
         else:
             raise ModeError(f"Invalid flag {self.flag!r}: use 'r' or 'w'")
         self.pid = os.getpid()
+        self._forks = FORK_GENERATION[0]
         self.is_open = True
 
     def close(self) -> None:
@@ -93,10 +124,15 @@ class MXRecordIO:
         if not self.is_open:
             return
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            try:
+                self._flush_pending()
+            finally:
+                self._pending = None
+                self._writer.close()
+                self._writer = None
         release(self._buf)
         self._buf = None
+        self._stream = None
         self.is_open = False
         self.pid = None
 
@@ -112,14 +148,17 @@ class MXRecordIO:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None and self._writer is not None and is_url(self.uri):
+            self._writer.abort()  # nothing that looks finished is uploaded
+            self._writer = None
         self.close()
 
     def __getstate__(self) -> dict:
         if self.is_open and self.writable:
             raise TypeError(f"cannot pickle {type(self).__name__}({self.uri!r}) open for writing: "
                             "the copy would truncate the file; close it first")
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_buf", "_writer")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_buf", "_writer", "_stream", "_pending")}
         state["_cursor"] = 0
         return state
 
@@ -127,6 +166,7 @@ class MXRecordIO:
         self.__dict__.update(state)
         self._lock = threading.RLock()
         self._buf = None
+        self._stream = None
         self._writer = None
         if self.is_open:
             self.is_open = False
@@ -141,24 +181,75 @@ class MXRecordIO:
 
     def write(self, buf: bytes) -> None:
         """Append one record."""
-        self._require(writable=True)
-        self._writer.write(buf, indexed=False)
+        pending = self._pending
+        if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
+            self._require(writable=True)
+            self._flush_pending()  # in a forked child: raises ForkedWriterError
+            self._writer.write(buf, indexed=False)
+            return
+        if len(buf) > _MAX_LENGTH:
+            framing.check_payload_length(len(buf))
+        pending.append(buf)
+        if len(pending) >= _QUEUE_RECORDS:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        """Write the queued records."""
+        pending = self._pending
+        if pending:
+            self._pending = []
+            self._writer.write_batch(pending, indexed=False)
 
     def read(self) -> bytes | None:
         """The next record, or ``None`` at the end of the file."""
-        self._require(writable=False)
         with self._lock:
+            if self._stream is not None:
+                if self._cursor >= self._stream.size:
+                    return None
+                payload, self._cursor = self._stream.record_at(self._cursor)
+                return payload
             buf = self._buf
-            if self._cursor >= len(buf):
+            if buf is None:  # closed, or a writer
+                self._require(writable=False)
+            cursor = self._cursor
+            size = len(buf)
+            if cursor + 8 <= size:
+                magic, lrec = _unpack_part_header(buf, cursor)
+                if magic == _MAGIC and lrec < _FULL_LIMIT:  # a whole record in one part: the common case
+                    after = cursor + 8 + lrec + (-lrec & 3)
+                    if after <= size:
+                        self._cursor = after
+                        return buf[cursor + 8:cursor + 8 + lrec]
+            elif cursor >= size:
                 return None
-            payload, self._cursor = framing.decode_record(buf, self._cursor, self.uri)
+            payload, self._cursor = framing.decode_record(buf, cursor, self.uri)
             return payload
 
     def tell(self) -> int:
         """Byte offset of the next record to be read or written."""
         if not self.is_open:
             raise ClosedFileError(f"{self.uri}: {type(self).__name__} is closed")
-        return self._writer.tell() if self.writable else self._cursor
+        if self.writable:
+            self._flush_pending()
+            return self._writer.tell()
+        return self._cursor
+
+
+class _ShownAfterWriting:
+    """An attribute whose reading first writes the queued records, so that it shows what MXNet's would."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj: MXRecordIO | None, owner: type | None = None):
+        if obj is None:
+            return self
+        if obj._pending:
+            obj._flush_pending()
+        return obj.__dict__[self.slot]
+
+    def __set__(self, obj: MXRecordIO, value: object) -> None:
+        obj.__dict__[self.slot] = value
 
 
 class MXIndexedRecordIO(MXRecordIO):
@@ -167,17 +258,19 @@ class MXIndexedRecordIO(MXRecordIO):
     def __init__(self, idx_path: str | os.PathLike, uri: str | os.PathLike, flag: str,
                  key_type: KeyType = int) -> None:
         self.idx_path = os.fspath(idx_path)
-        self.idx: dict = {}
-        self.keys: list = []
+        self.idx = {}
+        self.keys = []
         self.key_type = key_type
         super().__init__(uri, flag)
 
     def open(self) -> None:
         if self.flag == "w":
             self._writer = RecordWriter(self.uri, index=self.idx_path, key_type=self.key_type)
+            self._pending, self._pending_keys = [], []
             self.writable = True
             self.idx, self.keys = {}, []
             self.pid = os.getpid()
+            self._forks = FORK_GENERATION[0]
             self.is_open = True
             return
         super().open()
@@ -186,20 +279,30 @@ class MXIndexedRecordIO(MXRecordIO):
         except BaseException:
             self.close()
             raise
-        self.keys = index.keys
-        self.idx = index.mapping()
-        if len(self.idx) != len(self.keys):
+        store = KeyStore(index.keys)
+        if isinstance(index.keys, IntKeys):
+            self.keys, self.idx = KeyList(index.keys), OffsetMap(store, index.offsets)
+        else:  # string keys: the list and dict MXNet builds
+            self.keys, self.idx = index.keys, index.mapping()
+        if not store.unique():
+            duplicated = index.duplicates()
             warnings.warn(f"{self.idx_path}: {len(self.keys) - len(self.idx)} duplicated key(s), e.g. "
-                          f"{index.duplicates()[0]!r}; the last line of each wins", stacklevel=3)
+                          f"{duplicated[0]!r}; the last line of each wins", stacklevel=3)
+
+    def _offset(self, idx: object) -> int:
+        index = self.idx
+        try:
+            return index.offset(idx) if type(index) is OffsetMap else index[idx]
+        except KeyError:
+            raise RecordKeyError(self.idx_path, idx) from None
 
     def seek(self, idx: object) -> None:
         """Move the read position to the record stored under key ``idx``."""
         self._require(writable=False)
-        try:
-            pos = self.idx[idx]
-        except KeyError:
-            raise RecordKeyError(self.idx_path, idx) from None
-        if not framing.is_record_start(self._buf, pos):
+        pos = self._offset(idx)
+        if self._stream is not None:
+            self._stream.seek(pos)  # the record's framing is checked when it is read
+        elif not framing.is_record_start(self._buf, pos):
             raise IndexFileError(self.idx_path, f"key {idx!r}: offset {pos} is not the start of a record "
                                  f"in {self.uri} ({len(self._buf)} bytes)", key=idx)
         with self._lock:
@@ -208,15 +311,184 @@ class MXIndexedRecordIO(MXRecordIO):
     def read_idx(self, idx: object) -> bytes:
         """The record stored under key ``idx``."""
         with self._lock:
+            buf = self._buf
+            if buf is None:  # closed, a writer, or a remote file (read through its stream)
+                self._require(writable=False)
+                self.seek(idx)
+                return self.read()
+            pos = self._offset(idx)
+            # The common case inline: an aligned single-part record (what seek() + read() would check and read).
+            if pos & 3 == 0 and 0 <= pos <= len(buf) - 8:
+                magic, lrec = _unpack_part_header(buf, pos)
+                if magic == _MAGIC and lrec < _FULL_LIMIT:
+                    after = pos + 8 + lrec + (-lrec & 3)
+                    if after <= len(buf):
+                        self._cursor = after
+                        return buf[pos + 8:pos + 8 + lrec]
             self.seek(idx)
             return self.read()
 
+    #: ``{key: offset}`` (for a duplicated key, the last line's offset).
+    idx = _ShownAfterWriting()
+    #: The keys in ``.idx`` order, duplicates included.
+    keys = _ShownAfterWriting()
+
+    def write(self, buf: bytes) -> None:
+        """Append a record that the ``.idx`` does not list."""
+        self._flush_pending()
+        self._require(writable=True)
+        self._writer.write(buf, indexed=False)
+
     def write_idx(self, idx: object, buf: bytes) -> None:
         """Append a record and list it in the ``.idx`` under key ``idx``."""
-        self._require(writable=True)
-        key = self.key_type(idx)
-        self.idx[key] = self._writer.write(buf, key=key)
-        self.keys.append(key)
+        pending = self._pending
+        if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
+            self._require(writable=True)
+            self._flush_pending()  # in a forked child: raises ForkedWriterError
+            key = self.key_type(idx)
+            self._idx[key] = self._writer.write(buf, key=key)
+            self._keys.append(key)
+            return
+        if len(buf) > _MAX_LENGTH:
+            framing.check_payload_length(len(buf))
+        pending.append(buf)
+        self._pending_keys.append(self.key_type(idx))
+        if len(pending) >= _QUEUE_RECORDS:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        pending = self._pending
+        if pending:
+            keys = self._pending_keys
+            self._pending, self._pending_keys = [], []
+            offsets = self._writer.write_batch(pending, keys)
+            self._idx.update(zip(keys, offsets, strict=True))
+            self._keys.extend(keys)
+
+
+class KeyList(MutableSequence):
+    """The drop-in's ``keys`` for integer keys: reads as MXNet's list, stored as :class:`IntKeys`.
+
+    Indexing, slicing, iteration, ``len``, ``in``, ``==`` (with lists) and
+    ``repr`` are a list's; ``numpy.asarray(keys)`` gives the int64 keys
+    directly. The first change (``append``, item assignment, ``sort``,
+    ``random.shuffle`` ...) turns it into a real list, which it then is in all
+    but type.
+    """
+
+    def __init__(self, keys: IntKeys) -> None:
+        self._keys: IntKeys | list = keys
+
+    def _list(self) -> list:
+        if not isinstance(self._keys, list):
+            self._keys = self._keys.tolist()
+        return self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._keys[i]
+
+    def __setitem__(self, i, value) -> None:  # type: ignore[override]
+        self._list()[i] = value
+
+    def __delitem__(self, i) -> None:  # type: ignore[override]
+        del self._list()[i]
+
+    def insert(self, i: int, value: object) -> None:
+        self._list().insert(i, value)
+
+    def append(self, value: object) -> None:
+        self._list().append(value)
+
+    def sort(self, *, key=None, reverse: bool = False) -> None:
+        self._list().sort(key=key, reverse=reverse)
+
+    def copy(self) -> list:
+        return list(self._keys)
+
+    def __iter__(self) -> Iterator:
+        return iter(self._keys)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._keys
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KeyList):
+            other = other._keys
+        return self._keys == other if isinstance(other, (list, IntKeys)) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        return np.asarray(self._keys, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return repr(self._keys)
+
+
+class OffsetMap(MutableMapping):
+    """The drop-in's ``idx`` for integer keys: MXNet's ``{key: offset}`` dict, answered from the compact index.
+
+    Look-ups go through :class:`~mxrec.io.keys.KeyStore` (no dict entry per
+    key); iteration, ``len``, ``==`` and views are a dict's, in its order (first
+    occurrence of each key). The first change turns it into a real dict.
+    """
+
+    def __init__(self, store: KeyStore, offsets: np.ndarray) -> None:
+        self._store = store
+        self._offsets = offsets
+        self._table = memoryview(offsets)
+        self._dict: dict | None = None
+
+    def offset(self, key: object) -> int:
+        """``self[key]`` (raises ``KeyError``)."""
+        if self._dict is not None:
+            return self._dict[key]
+        return self._table[self._store.position(key)]
+
+    __getitem__ = offset
+
+    def _materialise(self) -> dict:
+        if self._dict is None:
+            self._dict = dict(zip(self._store.keys, self._offsets.tolist(), strict=True))
+        return self._dict
+
+    def __setitem__(self, key: object, value: int) -> None:
+        self._materialise()[key] = value
+
+    def __delitem__(self, key: object) -> None:
+        del self._materialise()[key]
+
+    def __contains__(self, key: object) -> bool:
+        if self._dict is not None:
+            return key in self._dict
+        try:
+            self._store.position(key)
+        except KeyError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        if self._dict is None and self._store.unique():
+            return len(self._store.keys)
+        return len(self._materialise())
+
+    def __iter__(self) -> Iterator:
+        if self._dict is None and self._store.unique():
+            return iter(self._store.keys)
+        return iter(self._materialise())
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    def __getstate__(self) -> dict:
+        return {"store": self._store, "offsets": self._offsets, "dict": self._dict}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["store"], state["offsets"])
+        self._dict = state["dict"]
 
 
 def unpack_img(s: bytes, iscolor: int = -1) -> tuple[IRHeader, np.ndarray]:

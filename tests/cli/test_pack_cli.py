@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
 from mxrec.io.reader import RecordReader
+from testkit.cli import mxrec_env
 
 pytest.importorskip("cv2")
-SRC = Path(__file__).parent.parent / "src"
 
 
 def test_pack_with_shards_and_pack_label(mxrec_cli, im2rec, tmp_path):
@@ -38,7 +36,7 @@ def test_pack_strict_fails_and_lenient_reports(mxrec_cli, im2rec, tmp_path):
     assert strict.returncode == 2 and "bad.jpg" in strict.stderr and "empty file" in strict.stderr
     assert not (tmp_path / "d.rec").exists()
     lenient = mxrec_cli("pack", tmp_path / "d", tmp_path)
-    assert lenient.returncode == 0
+    assert lenient.returncode == 1  # the output is complete for the rest, but the input was damaged
     assert "1 records, 1 skipped" in lenient.stdout and "skipped index 1: " in lenient.stderr
     assert f"{tmp_path / 'bad.jpg'}: empty file" in lenient.stderr
 
@@ -48,6 +46,7 @@ def test_pack_refuses_a_list_leaving_the_root(mxrec_cli, tmp_path):
     (tmp_path / "d.lst").write_text("0\t0.000000\t../../etc/passwd\n")
     done = mxrec_cli("pack", tmp_path / "d", tmp_path / "root")
     assert done.returncode == 2 and "line 1" in done.stderr and "outside" in done.stderr
+    assert f"leads outside the image root {str(tmp_path / 'root')!r}" in done.stderr  # the root given, not '.'
 
 
 def test_pack_without_lists_is_an_error(mxrec_cli, tmp_path):
@@ -80,22 +79,57 @@ def test_list_then_pack_then_extract_with_names(mxrec_cli, im2rec, tmp_path):
     assert (tmp_path / "out" / "all.rec").read_bytes() == (tmp_path / "all.rec").read_bytes()
 
 
-def test_ctrl_c_stops_workers_and_leaves_no_output(im2rec, tmp_path):
+@pytest.mark.parametrize(("signum", "said"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated")])
+def test_ctrl_c_or_sigterm_stops_workers_and_leaves_no_output(im2rec, tmp_path, signum, said):
     # Many slow PNG encodings so that the job is surely still running when interrupted.
     entries = [ListEntry(i, (0.0,), e.path) for i, e in enumerate(read_list(im2rec / "default" / "sub.lst") * 20)]
     write_list(tmp_path / "big.lst", entries)
-    env = dict(os.environ, PYTHONPATH=str(SRC))
     job = subprocess.Popen([sys.executable, "-m", "mxrec", "pack", "--encoding", ".png", "-j", "2",
                             str(tmp_path / "big"), str(im2rec / "photos200")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mxrec_env())
     deadline = time.monotonic() + 60
     while not (tmp_path / "big.rec.partial").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
     assert job.poll() is None  # still packing
     interrupted = time.monotonic()
-    job.send_signal(signal.SIGINT)
+    job.send_signal(signum)
     _, err = job.communicate(timeout=60)
     assert time.monotonic() - interrupted < 10  # the running images finish, the queued ones are dropped
-    assert job.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    assert job.returncode == 128 + signum and said in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.lst"]
+
+
+def test_pack_with_a_wrong_root_fails_with_a_hint_and_writes_nothing(mxrec_cli, im2rec, tmp_path):
+    shutil.copy(im2rec / "default" / "sub.lst", tmp_path / "sub.lst")
+    result = mxrec_cli("pack", "--no-progress", tmp_path / "sub", im2rec)  # the photos are in im2rec/photos200
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "none of its 50 images could be packed" in result.stderr and "is that the right image root?" in \
+        result.stderr and f"(first missing: {im2rec / read_list(tmp_path / 'sub.lst')[0].path})" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub.lst"]
+
+
+def test_list_that_finds_no_image_fails_with_the_reason(mxrec_cli, photos, tmp_path):
+    flat = mxrec_cli("list", tmp_path / "x", photos)
+    assert flat.returncode == 2 and "but 10 sub-folder(s): list them with --recursive" in flat.stderr
+    (tmp_path / "imgs").mkdir()
+    for i in range(3):
+        (tmp_path / "imgs" / f"{i}.webp").write_bytes(b"RIFF....WEBP")
+    other = mxrec_cli("list", tmp_path / "y", tmp_path / "imgs")
+    assert other.returncode == 2 and "the files there have the extensions .webp (3): choose them with --exts" \
+        in other.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["imgs"]
+    assert mxrec_cli("list", tmp_path / "y", tmp_path / "imgs", "--exts", ".webp").returncode == 0
+
+
+def test_pass_through_of_a_file_that_is_no_image_is_reported(mxrec_cli, im2rec, tmp_path):
+    shutil.copy(im2rec / "photos200" / "camera" / "camera_00000.jpg", tmp_path / "good.jpg")
+    (tmp_path / "notes.jpg").write_text("meeting notes, not a photo\n")
+    write_list(tmp_path / "d.lst", [ListEntry(0, (0.0,), "good.jpg"), ListEntry(1, (1.0,), "notes.jpg")])
+    lenient = mxrec_cli("pack", "--pass-through", "--no-progress", tmp_path / "d", tmp_path)
+    assert lenient.returncode == 1 and "2 records, 0 skipped, 1 not images" in lenient.stdout
+    assert f"stored index 1 unchanged: {tmp_path / 'notes.jpg'}: not an image" in lenient.stderr
+    verified = mxrec_cli("verify", tmp_path / "d.rec", "--no-progress")  # headers only: still a finding
+    assert verified.returncode == 1 and "1: unrecognised: 27 bytes in no known image format" in verified.stdout
+    strict = mxrec_cli("pack", "--pass-through", "--strict", "--no-progress", tmp_path / "d", tmp_path)
+    assert strict.returncode == 2 and "not an image" in strict.stderr

@@ -138,6 +138,24 @@ def test_shard_sets_by_manifest_name_glob_list_and_folder(mray, im2rec, tmp_path
     assert [r["data"] for r in rows] == [row[-1] for row in expected]
 
 
+def test_urls_each_task_fetches_its_own_byte_range(mray, im2rec, golden, s3_server, s3_bucket):
+    for name in ("sub.rec", "sub.idx"):
+        s3_server.put_object(s3_bucket, f"set/{name}", (im2rec / "default" / name).read_bytes())
+    s3_server.put_object(s3_bucket, "seq.rec", (golden / "seq" / "seq.rec").read_bytes())
+    options = s3_server.storage_options()
+    mark = s3_server.log.mark()
+    ds = mray.read_recordio(f"s3://{s3_bucket}/set/sub.rec", storage_options=options, override_num_blocks=4)
+    assert ds.count() == 50
+    rows = ds.take_all()
+    assert [(r["key"], r["flag"], float(r["label"]), r["id"], r["id2"], r["data"]) for r in rows] == \
+        reader_rows(im2rec / "default" / "sub.rec")
+    gets = s3_server.log.since(mark, method="GET", key="set/sub.rec")
+    assert len(gets) == 4  # one ranged request per read task, nothing read twice
+    raw = mray.read_recordio(f"s3://{s3_bucket}/seq.rec", header=False, storage_options=options).take_all()
+    with RecordReader(golden / "seq" / "seq.rec") as reader:
+        assert [(r["key"], r["data"]) for r in raw] == list(enumerate(reader))
+
+
 def test_file_without_idx_is_scanned_by_one_task(mray, golden):
     rec = golden / "seq" / "seq.rec"  # edge-case payloads: empty, magic inside (multi-part), 3 MiB
     assert len(mray.RecordSource(rec, header=False).get_read_tasks(4)) == 1

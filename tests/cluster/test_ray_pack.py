@@ -92,13 +92,25 @@ def broken(im2rec, tmp_path) -> BrokenSet:
 @pytest.mark.parametrize("transform", [ImageTransform(resize=32), ImageTransform(pass_through=True)])
 def test_broken_images_are_reported_and_counted_as_locally(mray, broken, tmp_path, transform):
     local = pack_list(broken.lst, broken.root, tmp_path / "local.rec", transform)
-    seen = []
+    seen, warned = [], []
     result = mray.pack_list_ray(broken.lst, broken.root, tmp_path / "ray.rec", transform, blocks=3,
-                                on_skip=seen.append)
+                                on_skip=seen.append, on_warning=warned.append)
     assert result.skipped == local.skipped == seen  # index, path and reason, in .lst order
+    assert result.not_images == local.not_images == warned  # pass-through: the text file, stored and reported
     assert len(result.skipped) == (3 if transform.pass_through else 4)
+    assert len(result.not_images) == (1 if transform.pass_through else 0)
     assert result.records == local.records
     assert records(result.manifest) == records(tmp_path / "local.rec")
+
+
+def test_nothing_packed_is_the_local_error(mray, broken, tmp_path):
+    with pytest.raises(PackError) as local:
+        pack_list(broken.lst, tmp_path / "wrong-root", tmp_path / "local.rec")
+    with pytest.raises(PackError) as remote:
+        mray.pack_list_ray(broken.lst, tmp_path / "wrong-root", tmp_path / "ray.rec", blocks=2)
+    assert str(remote.value) == str(local.value)
+    assert "none of its 7 images could be packed" in str(remote.value) and "right image root" in str(remote.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
 
 
 def test_strict_stops_with_the_local_error_and_no_output(mray, broken, tmp_path):
@@ -196,7 +208,7 @@ def test_an_interrupted_pack_leaves_nothing_that_looks_complete(ray_cluster, im2
     assert job.poll() is None, "the pack finished before it could be interrupted"
     job.send_signal(how)
     _, err = job.communicate(timeout=60)
-    # SIGTERM: Ray's driver turns it into SystemExit(15), so the same cleanup runs as for Ctrl-C.
-    assert job.returncode == (130 if how == signal.SIGINT else 15), err
-    assert ("interrupted" in err) == (how == signal.SIGINT) and "Traceback" not in err
+    # The command line turns SIGTERM into KeyboardInterrupt too (Ray's own handler would exit at once).
+    assert job.returncode == 128 + how, err
+    assert err.splitlines() == ["mxrec pack: " + ("interrupted" if how == signal.SIGINT else "terminated (SIGTERM)")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.lst"]  # the staging folder is gone too

@@ -44,6 +44,14 @@ def test_clean_dataset_and_raw_records(mray, tmp_path, golden):
     assert mray.verify_dataset_ray(tmp_path / "clean.rec", tasks=3).ok
 
 
+def test_remote_file_report_equals_the_local_one(mray, faulty, s3_server, s3_bucket):
+    for path in (faulty.rec, faulty.idx):
+        s3_server.put_object(s3_bucket, path.name, path.read_bytes())
+    remote = mray.verify_dataset_ray(f"s3://{s3_bucket}/{faulty.rec.name}", tasks=4, decode=True,
+                                     storage_options=s3_server.storage_options())
+    assert remote.to_dict()["checks"] == verify_dataset(faulty.rec, decode=True).to_dict()["checks"]
+
+
 def test_cli_json_equals_local(ray_cluster, faulty):
     env = ray_cluster.driver_env()
     env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")

@@ -262,3 +262,81 @@ def test_no_warning_for_clean_index(golden):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         recordio.MXIndexedRecordIO(str(golden / "idx" / "idx.idx"), str(golden / "idx" / "idx.rec"), "r").close()
+
+
+def test_recordio_is_reachable_after_import_mxrec_alone():
+    """``import mxrec`` then ``mxrec.recordio.unpack`` works without ``import mxrec.recordio`` (fresh interpreter)."""
+    import subprocess
+    import sys
+
+    from testkit.cli import mxrec_env
+
+    code = ("import mxrec; header, rest = mxrec.recordio.unpack(mxrec.recordio.pack("
+            "mxrec.recordio.IRHeader(0, 3.0, 7, 0), b'img')); print(header.label, header.id, rest)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=mxrec_env(), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "3.0 7 b'img'"
+
+
+def _indexed(tmp_path, keys, payload=lambda k: str(k).encode()):
+    idx, rec = str(tmp_path / "k.idx"), str(tmp_path / "k.rec")
+    writer = recordio.MXIndexedRecordIO(idx, rec, "w")
+    for k in keys:
+        writer.write_idx(k, payload(k))
+    writer.close()
+    return idx, rec
+
+
+@pytest.mark.parametrize("keys", [list(range(300)), list(range(1, 301, 2)), [5, 300, 7, 1, 299, 0]])
+def test_compact_keys_and_idx_behave_as_mxnets_list_and_dict(tmp_path, keys):
+    idx, rec = _indexed(tmp_path, keys)
+    reader = recordio.MXIndexedRecordIO(idx, rec, "r")
+    offsets = [int(line.split("\t")[1]) for line in open(idx)]
+    expected = dict(zip(keys, offsets, strict=True))
+    assert reader.keys == keys and list(reader.keys) == keys and len(reader.keys) == len(keys)
+    assert reader.keys[2] == keys[2] and reader.keys[-2:] == keys[-2:] and keys[3] in reader.keys
+    assert reader.idx == expected and dict(reader.idx) == expected and len(reader.idx) == len(keys)
+    assert list(reader.idx) == keys and list(reader.idx.items()) == list(expected.items())
+    assert reader.idx[keys[4]] == expected[keys[4]] and reader.idx.get(-5) is None and -5 not in reader.idx
+    np.testing.assert_array_equal(np.array(reader.keys), keys)
+    assert [reader.read_idx(k) for k in reversed(keys)] == [str(k).encode() for k in reversed(keys)]
+    reader.keys.append(1000)  # a change makes them real list / dict, as MXNet's
+    reader.idx[1000] = expected[keys[0]]
+    assert reader.keys[-1] == 1000 and reader.read_idx(1000) == str(keys[0]).encode()
+    del reader.idx[keys[1]]
+    with pytest.raises(RecordKeyError):
+        reader.read_idx(keys[1])
+
+
+def test_writes_are_queued_but_everything_observable_is_current(tmp_path):
+    idx, rec = str(tmp_path / "q.idx"), str(tmp_path / "q.rec")
+    writer = recordio.MXIndexedRecordIO(idx, rec, "w")
+    magic = (0xCED7230A).to_bytes(4, "little")
+    mutable = bytearray(b"before")
+    tells = []
+    for i in range(10):
+        writer.write_idx(i, magic * i + bytes(i))  # aligned magics: multi-part records inside a queued group
+        tells.append(writer.tell())
+    writer.write_idx(10, mutable)
+    mutable[:] = b"after!"  # changed after the call: the record keeps what was given
+    assert writer.idx[10] == tells[-1] and writer.keys == list(range(11))
+    writer.write(b"unlisted")
+    writer.write_idx(11, b"last")
+    writer.close()
+    assert tells[0] == 8 and tells[1] == 28  # an empty record; a start part + an end part of 1 byte (padded)
+    reader = recordio.MXIndexedRecordIO(idx, rec, "r")
+    assert reader.keys == list(range(12))
+    assert [reader.read_idx(i) for i in range(10)] == [magic * i + bytes(i) for i in range(10)]
+    assert reader.read_idx(10) == b"before" and reader.read() == b"unlisted" and reader.read() == b"last"
+
+
+def test_queued_plain_writes_match_one_by_one_framing(tmp_path):
+    from mxrec.format import framing
+
+    payloads = [bytes(np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8)) for n in range(0, 700, 7)]
+    payloads.append((0xCED7230A).to_bytes(4, "little") * 3000)  # large, all magic
+    writer = recordio.MXRecordIO(str(tmp_path / "p.rec"), "w")
+    for p in payloads:
+        writer.write(p)
+    writer.close()
+    assert (tmp_path / "p.rec").read_bytes() == b"".join(framing.encode_record(p) for p in payloads)

@@ -12,7 +12,6 @@ from mxrec.doctor.contents import read_contents
 from mxrec.doctor.verify import verify_dataset, verify_recordio
 from mxrec.format import framing
 from mxrec.format.header import IRHeader, pack
-from mxrec.io.index import write_index
 from testkit.datasets import NUM_CLASSES, clean_jpeg, make_clean_dataset, make_faulty_dataset
 
 
@@ -207,23 +206,6 @@ def test_real_valued_labels_are_not_class_ids(tmp_path):
     assert len(forced.check("labels").problems) == 12  # -1 is negative, the rest fractional
 
 
-def test_meta_record_is_not_a_sample(tmp_path):
-    """InsightFace keeps index ranges in an image-less record at position 0; it is not an empty image."""
-    rec = tmp_path / "face.rec"
-    payloads = make_clean_dataset(rec, count=10, classes=2)
-    meta = pack(IRHeader(2, [1, 11], 0, 0), b"")
-    data = framing.encode_record(meta) + b"".join(framing.encode_record(p) for p in payloads)
-    rec.write_bytes(data)
-    offsets = [0]
-    for p in [meta, *payloads[:-1]]:
-        offsets.append(offsets[-1] + len(framing.encode_record(p)))
-    write_index(tmp_path / "face.idx", range(11), offsets)
-    report = verify_dataset(rec, decode=True)
-    assert report.ok and all(c.ok for c in report.checks), report.format_text()
-    assert report.check("images").details["images"] == 10
-    assert read_contents(rec)[0].meta
-
-
 def test_unreadable_index_fails_the_index_check_and_names_records_by_position(tmp_path):
     rec = tmp_path / "d.rec"
     make_clean_dataset(rec, count=6)
@@ -231,7 +213,10 @@ def test_unreadable_index_fails_the_index_check_and_names_records_by_position(tm
     report = verify_dataset(rec)
     assert report.check("index").problems[0].where == 2 and not report.ok
     shutil.copy(rec, tmp_path / "copy.rec")
-    assert [c.key for c in read_contents(tmp_path / "copy.rec")] == list(range(6))
+    contents = read_contents(tmp_path / "copy.rec")
+    assert [c.key for c in contents.records] == list(range(6)) and contents.damage == []
+    scan = read_contents(rec)  # the unreadable .idx is named, and the records by position
+    assert [c.key for c in scan.records] == list(range(6)) and "d.idx: line 2" in scan.damage[0]
 
 
 def test_cli_string_keys_and_bad_input(golden, tmp_path, mxrec_cli):
@@ -242,3 +227,19 @@ def test_cli_string_keys_and_bad_input(golden, tmp_path, mxrec_cli):
     assert missing.returncode == 2 and "nope.lst" in missing.stderr
     in_place = mxrec_cli("verify", strkeys, "--str-keys", "--repair", strkeys)
     assert in_place.returncode == 2 and "never changes its input" in in_place.stderr
+
+
+def test_an_outlying_class_id_is_named_by_record(tmp_path):
+    """57 among 0..9 without --num-classes: the record holding it is named, not only 'ids not contiguous'."""
+    rec = tmp_path / "d.rec"
+    payloads = [pack(IRHeader(0, key % 10, key, 0), clean_jpeg(key)) for key in range(30)]
+    payloads[17] = pack(IRHeader(0, 57, 17, 0), clean_jpeg(17))
+    payloads[18] = pack(IRHeader(0, 10, 18, 0), clean_jpeg(18))  # 10 is next to 0..9: not an outlier
+    rec.write_bytes(b"".join(framing.encode_record(p) for p in payloads))
+    labels = verify_dataset(rec).check("labels")
+    assert {p.where: p.what for p in labels.problems} == {
+        17: "class id 57 lies far above the others (the next lower id in use is 10): a wrong label? "
+            "(--num-classes sets the range of ids)"}
+    assert labels.details["num_classes"] == 11 and labels.details["outlying_class_ids"] == [57]
+    given = verify_dataset(rec, num_classes=58).check("labels")  # the range is given: 11..56 are missing ids
+    assert [p.where for p in given.problems] == ["labels 11..56"]

@@ -277,6 +277,17 @@ def test_write_batch_matches_write_and_keeps_records_before_a_rejected_one(tmp_p
         assert reader.keys == ["x", "y", "v"] and list(reader) == [b"a", b"b", b"e"]
 
 
+@pytest.mark.parametrize(("key_type", "keys"), [(str, ["a", "b"]), (int, [7, 8]), (int, [1, 2, 3, 4, 5])])
+def test_write_batch_with_mismatched_keys_writes_nothing(tmp_path, key_type, keys):
+    with RecordWriter(tmp_path / "m.rec", index=True, key_type=key_type) as writer:
+        with pytest.raises(ValueError, match=f"3 payloads but {len(keys)} keys; nothing was written"):
+            writer.write_batch((p for p in [b"one", b"two", b"three"]), keys=iter(keys))
+        assert writer.tell() == 0 and len(writer) == 0
+        writer.write(b"next", key=key_type("9"))
+    with RecordReader(tmp_path / "m.rec", key_type=key_type) as reader:
+        assert reader.keys == [key_type("9")] and list(reader) == [b"next"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(max_size=40) | st.just(MAGIC) | st.just(b"ab" + MAGIC) | large_with_magic, max_size=150))
 def test_write_batch_frames_exactly_as_the_spec(tmp_path_factory, payloads):
@@ -286,3 +297,20 @@ def test_write_batch_frames_exactly_as_the_spec(tmp_path_factory, payloads):
         offsets = writer.write_batch(payloads)
     assert path.read_bytes() == b"".join(framing.encode_record(p) for p in payloads)
     assert offsets == framing.record_offsets(path.read_bytes())
+
+
+def test_write_batch_groups_mixed_sizes_padding_and_magics_exactly(tmp_path):
+    magic = framing.MAGIC_BYTES
+    rng = np.random.default_rng(3)
+    payloads = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in (1, 2, 3, 4, 5, 1023, 0, 9000, 70_000)]
+    payloads += [magic + b"x", b"ab" + magic + b"cd", magic * 20_000, bytes(300_000)]  # aligned, unaligned, large
+    payloads = payloads * 40  # several groups
+    with RecordWriter(tmp_path / "b.rec", index=True) as writer:
+        offsets = writer.write_batch(payloads)
+        single = [writer.write(p) for p in payloads[:13]]
+    data = (tmp_path / "b.rec").read_bytes()
+    expected = b"".join(framing.encode_record(p) for p in payloads + payloads[:13])
+    assert data == expected
+    assert offsets + single == framing.record_offsets(data)
+    with RecordReader(tmp_path / "b.rec") as reader:
+        assert list(reader) == payloads + payloads[:13]

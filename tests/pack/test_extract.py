@@ -124,6 +124,17 @@ def test_symlinked_file_in_out_dir_is_not_followed(tmp_path):
     assert victim.read_text() == "keep me"
 
 
+def test_symlinked_lst_in_out_dir_is_refused(tmp_path):
+    victim = tmp_path / "victim.lst"
+    victim.write_text("keep me")
+    (tmp_path / "out").mkdir()
+    os.symlink(victim, tmp_path / "out" / "d.lst")
+    write_records(tmp_path / "d.rec", [(IRHeader(0, 3.0, 9, 0), JPEG)])
+    with pytest.raises(UnsafePathError, match="outside"):
+        extract_records(tmp_path / "d.rec", tmp_path / "out")
+    assert victim.read_text() == "keep me" and files_under(tmp_path / "out") == ["d.lst"]
+
+
 def test_hostile_ids_and_labels_stay_inside(tmp_path):
     nasty = [(IRHeader(0, float("nan"), 2**64 - 1, 0), JPEG), (IRHeader(0, float("inf"), 0, 0), JPEG),
              (IRHeader(0, -1e30, 1, 0), JPEG), (IRHeader(3, np.array([1, 2, 3], np.float32), 2, 0), JPEG)]

@@ -67,11 +67,58 @@ def test_bad_images_are_skipped_and_reported(broken_set, tmp_path, workers):
         assert [unpack(r)[0].label for r in reader] == [0.0, 2.0, 6.0]
 
 
-def test_pass_through_skips_empty_and_cut_files_only(broken_set, tmp_path):
+def test_pass_through_skips_empty_and_cut_files_and_reports_what_is_no_image(broken_set, tmp_path):
     lst, root = broken_set
-    result = pack_list(lst, root, transform=ImageTransform(pass_through=True))
+    warned = []
+    result = pack_list(lst, root, transform=ImageTransform(pass_through=True), on_warning=warned.append)
     assert [s.path for s in result.skipped] == ["empty.jpg", "cut.jpg", "missing.jpg"]
-    assert result.records == 4
+    assert result.records == 4  # the text file is stored unchanged, as im2rec did ...
+    assert [n.path for n in result.not_images] == ["text.jpg"] and warned == result.not_images  # ... and reported
+    assert result.not_images[0].reason == (f"{root / 'text.jpg'}: not an image: 20 bytes in no known image format "
+                                           "(they start b'this is ')")
+    write_list(tmp_path / "two.lst", [ListEntry(1, (0.0,), "camera_00000.jpg"), ListEntry(2, (0.0,), "text.jpg")])
+    with pytest.raises(PackError, match=r"index 2: .*text\.jpg: not an image.*stopping \(strict\)"):
+        pack_list(tmp_path / "two.lst", root, transform=ImageTransform(pass_through=True), strict=True)
+    assert not (tmp_path / "two.rec").exists()
+
+
+def test_headers_only_verify_reports_a_payload_that_is_no_image(broken_set, tmp_path):
+    from mxrec.doctor.verify import verify_dataset
+
+    lst, root = broken_set
+    pack_list(lst, root, transform=ImageTransform(pass_through=True))
+    images = verify_dataset(tmp_path / "set.rec").check("images")
+    assert not images.ok and images.details["faults"] == {"unrecognised": 1}
+    assert [(p.where, p.what.split(":")[0]) for p in images.problems] == [(15, "unrecognised")]
+    assert "--decode tries OpenCV" in images.problems[0].what
+
+
+def test_nothing_packed_is_an_error_naming_the_first_missing_file(broken_set, tmp_path):
+    lst, root = broken_set
+    with pytest.raises(PackError) as caught:
+        pack_list(lst, tmp_path / "wrong-root")
+    message = str(caught.value)
+    assert "none of its 7 images could be packed, no output written" in message
+    assert f"7 of 7 images of {lst} are missing under {tmp_path / 'wrong-root'}: is that the right image root?" \
+        in message and f"(first missing: {tmp_path / 'wrong-root' / 'camera_00000.jpg'})" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
+    (tmp_path / "empty.lst").write_text("")
+    with pytest.raises(PackError, match="empty.lst: no entries, nothing to pack"):
+        pack_list(tmp_path / "empty.lst", root)
+    assert not (tmp_path / "empty.rec").exists()
+
+
+def test_most_images_missing_gives_the_root_hint(broken_set, tmp_path, mxrec_cli):
+    lst, root = broken_set
+    names = ["camera_00000.jpg", "a/1.jpg", "a/2.jpg", "b/3.jpg", "empty.jpg"]
+    write_list(tmp_path / "most.lst", [ListEntry(i, (0.0,), name) for i, name in enumerate(names)])
+    result = pack_list(tmp_path / "most.lst", root)
+    assert result.records == 1 and len(result.skipped) == 4
+    assert result.root_hint() == (f"3 of 5 images of {tmp_path / 'most.lst'} are missing under {root}: is that the "
+                                  f"right image root? (first missing: {root / 'a' / '1.jpg'})")
+    assert pack_list(lst, root).root_hint() is None  # 1 missing of 7: bad files, not a wrong root
+    cli = mxrec_cli("pack", "--no-progress", tmp_path / "most", root)
+    assert cli.returncode == 1 and result.root_hint() in cli.stderr and "1 records, 4 skipped" in cli.stdout
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -91,3 +91,93 @@ def test_bad_policy_and_batch_size():
         BatchSampler(10, 4, last_batch="keep")
     with pytest.raises(ParameterError, match="batch_size"):
         BatchSampler(10, 0)
+
+
+# -- lock-step ranks, block shuffle, resuming ---------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def rank_batches(n, batch, world, **options):
+    """Every rank's plans of epoch 0, as lists of positions."""
+    return [[p.positions.tolist() for p in BatchSampler(n, batch, num_parts=world, part_index=r, **options).epoch(0)[0]]
+            for r in range(world)]
+
+
+def test_ranks_consume_a_prefix_of_the_global_order_after_every_step():
+    order = epoch_order(103, shuffle=True, seed=5, epoch=0).tolist()
+    ranks = rank_batches(103, 4, 3, shuffle=True, seed=5, last_batch="discard")
+    assert len({len(r) for r in ranks}) == 1  # equal batch counts
+    consumed = []
+    for step in range(len(ranks[0])):
+        for rank in ranks:
+            consumed += rank[step]
+        assert consumed == order[:len(consumed)]  # the union after every step is a prefix
+    assert len(consumed) == 96  # 103 // 12 steps of 12
+
+
+def test_block_shuffle_is_a_permutation_made_of_few_runs():
+    order = epoch_order(10_000, shuffle=True, seed=1, epoch=0, shuffle_block=100, shuffle_window=4)
+    assert sorted(order.tolist()) == list(range(10_000))
+    assert not np.array_equal(order, epoch_order(10_000, shuffle=True, seed=1, epoch=1, shuffle_block=100,
+                                                 shuffle_window=4))
+    for first in range(0, 10_000, 400):  # each window of 4 blocks draws from exactly 4 blocks of the file
+        assert len(set((order[first:first + 400] // 100).tolist())) == 4
+    assert len(set((order[:64] // 100).tolist())) <= 4  # a batch touches at most window blocks
+
+
+def test_stick_to_shard_reads_a_fixed_contiguous_part():
+    parts = [BatchSampler(10, 2, num_parts=3, part_index=k, stick_to_shard=True, shuffle=True, seed=2)
+             for k in range(3)]
+    owned = [sorted({p for plan in s.epoch(e)[0] for p in plan.positions.tolist()}) for s in parts for e in (0, 1)]
+    assert owned[0] == owned[1] == [0, 1, 2] and owned[2] == owned[3] == [3, 4, 5] and owned[4] == [6, 7, 8, 9]
+    assert {s.batches_per_epoch() for s in parts} == {2}  # padded to 4 records each by repeating the last
+    plans, _ = parts[0].epoch(0)
+    assert plans[-1].pad == 1
+    cut = BatchSampler(10, 2, num_parts=3, part_index=2, stick_to_shard=True, pad_last_batch=False)
+    assert [p.positions.tolist() for p in cut.epoch(0)[0]] == [[6, 7], [8, 6]]  # cut to 3 records: 9 is left out
+
+
+def consumed_after(n, batch, world, steps, **options):
+    """Positions every rank took in ``steps`` steps, and the state saved after them."""
+    samplers = [BatchSampler(n, batch, num_parts=world, part_index=r, **options) for r in range(world)]
+    plans = [s.epoch(0)[0] for s in samplers]
+    taken = [p for step in range(steps) for rank in plans for p in rank[step].positions.tolist()]
+    return taken, samplers[0].state(0, steps * batch * world)
+
+
+def resume(state, n, batch, world, **options):
+    samplers = [BatchSampler(n, batch, num_parts=world, part_index=r, **options) for r in range(world)]
+    epoch, start, _ = samplers[0].restore(state)
+    plans = [s.epoch(epoch, start=start)[0] for s in samplers]
+    assert len({len(p) for p in plans}) == 1
+    return [(p, slot >= len(plan.positions) - plan.pad) for step in range(len(plans[0])) for rank in plans
+            for plan in [rank[step]] for slot, p in enumerate(plan.positions.tolist())]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 300), batch=st.integers(1, 9), new_world=st.sampled_from([1, 4]),
+       new_batch=st.integers(1, 9), fraction=st.floats(0, 1), shuffle_block=st.sampled_from([0, 7]))
+def test_resume_on_another_number_of_ranks_repeats_and_skips_nothing(n, batch, new_world, new_batch, fraction,
+                                                                      shuffle_block):
+    options = dict(shuffle=True, seed=11, shuffle_block=shuffle_block, shuffle_window=3, last_batch="wrap")
+    steps = int(fraction * (n // (2 * batch)))  # stop anywhere inside the complete steps of 2 ranks
+    before, state = consumed_after(n, batch, 2, steps, **options)
+    after = resume(state, n, new_batch, new_world, **options)
+    real = [p for p, is_pad in after if not is_pad]
+    order = epoch_order(n, shuffle=True, seed=11, epoch=0, shuffle_block=shuffle_block, shuffle_window=3).tolist()
+    assert before + real == order  # exactly the epoch, in the global order: nothing repeated, nothing skipped
+    assert all(p in order for p, _ in after)
+
+
+def test_restore_refuses_another_order():
+    state = BatchSampler(100, 4, shuffle=True, seed=1).state(2, 40)
+    with pytest.raises(ParameterError, match="seed"):
+        BatchSampler(100, 4, shuffle=True, seed=2).restore(state)
+    with pytest.raises(ParameterError, match="num_records"):
+        BatchSampler(99, 4, shuffle=True, seed=1).restore(state)
+    assert BatchSampler(100, 8, shuffle=True, seed=1, num_parts=3).restore(state)[:2] == (2, 40)
+    with pytest.raises(ParameterError, match="stick_to_shard"):
+        BatchSampler(100, 4, stick_to_shard=True, num_parts=2).restore(
+            BatchSampler(100, 4, stick_to_shard=True, num_parts=1).state(0, 4))

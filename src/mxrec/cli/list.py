@@ -1,14 +1,20 @@
-"""``mxrec list PREFIX ROOT``: write ``.lst`` image lists from a folder (im2rec ``--list``) or from a CSV."""
+"""mxrec list PREFIX ROOT: write .lst image lists from a folder (im2rec --list) or from a CSV.
+
+Without --recursive only the images directly in ROOT are listed, all with
+label 0; with it every folder holding images becomes a class, and the class
+names go to PREFIX.labels. Finding no image at all is an error that says
+why (sub-folders without --recursive, other file extensions).
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 
-from mxrec.cli.options import add_prefix_root
+from mxrec.cli.options import add_prefix_root, shown
 from mxrec.pack.make_lists import DEFAULT_EXTS, DEFAULT_SEED, make_lists, read_labelled_csv, write_lists
 
 HELP = "write .lst image lists from a folder or a CSV (im2rec --list)"
+
 
 def add_list_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of im2rec's list mode (shared with ``mxrec im2rec``)."""
@@ -40,5 +46,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         written = make_lists(args.prefix, args.root, recursive=args.recursive, exts=args.exts, **options)
     for path in written:
-        print(f"wrote {os.path.relpath(path)}")
+        print(f"wrote {shown(path)}")
     return 0

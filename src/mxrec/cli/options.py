@@ -1,11 +1,47 @@
-"""Options several commands share, defined once so that they mean the same everywhere."""
+"""Options several commands share, defined once so that they mean the same everywhere.
+
+One name for one thing: ``--workers`` (``-j``) is the thread count of every
+command (``--num-thread`` is kept where im2rec's command line has it);
+``--labels FILE`` is always a ``.labels`` file naming the classes (the
+meaning of the labels is ``--label-kind``); ``--str-keys`` says the ``.idx``
+keys are strings for every command that reads an ``.idx``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Callable
+from typing import Any
 
-from mxrec.errors import OptionError
+from mxrec.doctor.check_labels import LABEL_KINDS
+from mxrec.errors import MxrecError, OptionError
 from mxrec.format.idx import KeyType
+from mxrec.io.lists import LABELS_SUFFIX, read_label_names
+
+
+def checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type`` that reports ``parse``'s own error message (argparse would say only 'invalid value')."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except MxrecError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def add_prefix_root(parser: argparse.ArgumentParser, prefix_help: str, root_help: str) -> None:
@@ -14,27 +50,56 @@ def add_prefix_root(parser: argparse.ArgumentParser, prefix_help: str, root_help
     parser.add_argument("root", help=root_help)
 
 
-def add_dataset(parser: argparse.ArgumentParser, *, keys: bool = True) -> None:
-    """The ``.rec`` argument and ``--idx`` (and, with ``keys``, ``--str-keys``)."""
-    parser.add_argument("rec", help="the .rec file")
+def add_dataset(parser: argparse.ArgumentParser) -> None:
+    """The dataset argument, ``--idx`` and ``--str-keys``."""
+    parser.add_argument("rec", help="the dataset: a .rec file or URL (s3://, gs://, http(s)://, webhdfs://...), or a "
+                                    "shard set (quoted glob 'train-*.rec', brace range 'train-{00000..00015}.rec', "
+                                    "NAME.manifest.json, or its folder)")
     parser.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
-    if keys:
-        parser.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
+    parser.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
 
 
 def key_type(args: argparse.Namespace) -> KeyType:
     """The ``key_type`` that ``--str-keys`` asks for."""
-    return str if getattr(args, "str_keys", False) else int
+    return str if args.str_keys else int
 
 
-def add_workers(parser: argparse.ArgumentParser, what: str = "threads", default_text: str = "all cores") -> None:
-    """``--workers N``."""
-    parser.add_argument("--workers", type=int, default=None, help=f"{what} (default: {default_text})")
+def add_label_names(parser: argparse.ArgumentParser, beside: bool = True) -> None:
+    """``--labels FILE``: a ``.labels`` file (``label<TAB>name`` lines, as ``mxrec list`` writes) naming the classes."""
+    default = " (default: NAME.labels beside NAME.rec, if present)" if beside else ""
+    parser.add_argument("--labels", metavar="FILE",
+                        help=f"a .labels file (label<TAB>name lines, as mxrec list writes) naming the classes{default}")
+
+
+def label_names(args: argparse.Namespace, beside: bool = True) -> dict[int, str] | None:
+    """The class names ``--labels`` names, or (``beside``) those of the ``.labels`` file beside the ``.rec``."""
+    if args.labels:
+        if args.labels in LABEL_KINDS and not os.path.exists(args.labels):
+            raise MxrecError(f"--labels {args.labels}: --labels names a .labels file now; what the labels are is "
+                             f"--label-kind {args.labels}")
+        return read_label_names(args.labels)
+    candidate = os.path.splitext(args.rec)[0] + LABELS_SUFFIX
+    if beside and os.path.isfile(candidate):
+        return read_label_names(candidate)
+    return None
+
+
+def add_workers(parser: argparse.ArgumentParser, what: str = "threads", default: int | None = None,
+                default_text: str = "all cores", im2rec_name: bool = False) -> None:
+    """``-j N`` / ``--workers N`` (and im2rec's ``--num-thread N`` with ``im2rec_name``)."""
+    names = ["-j", "--workers"] + (["--num-thread"] if im2rec_name else [])
+    parser.add_argument(*names, dest="workers", type=positive_int, default=default, metavar="N",
+                        help=f"{what} (default: {default_text})")
 
 
 def add_no_progress(parser: argparse.ArgumentParser) -> None:
     """``--no-progress`` (``args.progress`` is then false)."""
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress display")
+
+
+def shown(path: str) -> str:
+    """A path as messages show it: relative to the current folder when local, the URL when remote."""
+    return path if "://" in path else os.path.relpath(path)
 
 
 ENGINES = ("local", "ray")

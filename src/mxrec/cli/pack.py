@@ -1,4 +1,12 @@
-"""``mxrec pack PREFIX ROOT``: pack every ``PREFIX*.lst`` into ``.rec``/``.idx`` (im2rec's pack mode, faster)."""
+"""mxrec pack PREFIX ROOT: pack every PREFIX*.lst into a .rec and .idx beside it (im2rec's pack mode, faster).
+
+Image paths in the .lst are relative to ROOT. Records come out in .lst order
+whatever the number of workers; an image that cannot be read or decoded is
+skipped and reported, and the exit code is then 1. Output is written under
+NAME.rec.partial and renamed into place when complete; Ctrl-C or SIGTERM
+removes it. Packing nothing at all (an empty .lst, a wrong ROOT) is an error
+that names the first missing file.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from mxrec.cli.options import add_engine, add_no_progress, add_prefix_root, check_engine
+from mxrec.cli import EXIT_DAMAGED, EXIT_OK
+from mxrec.cli.options import add_engine, add_no_progress, add_prefix_root, add_workers, check_engine, checked, shown
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
 from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
@@ -15,13 +24,14 @@ from mxrec.pack.prepare import COLOR_MODES, ENCODINGS, ImageTransform
 
 HELP = "pack .lst image lists into .rec/.idx (im2rec pack mode)"
 
+
 def add_transform_arguments(parser: argparse.ArgumentParser) -> None:
     """The image options of im2rec's pack mode (shared with ``mxrec im2rec``)."""
     parser.add_argument("--pass-through", action="store_true", help="store the image files' bytes unchanged")
     parser.add_argument("--resize", type=int, default=0, help="resize the shorter side to this many pixels")
     parser.add_argument("--center-crop", action="store_true", help="crop the central square first")
-    parser.add_argument("--quality", type=int, default=95,
-                        help="JPEG quality 1-100, or PNG compression 1-9 (default: %(default)s)")
+    parser.add_argument("--quality", type=int, default=None,
+                        help="JPEG quality 1-100 (default 95), or PNG compression level 0-9 (default 9)")
     parser.add_argument("--color", type=int, default=1, choices=COLOR_MODES,
                         help="1: colour (BGR), 0: greyscale, -1: as stored, alpha included (default: 1)")
     parser.add_argument("--encoding", default=".jpg", choices=ENCODINGS, help="format to encode images in")
@@ -39,29 +49,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_prefix_root(p, "every .lst whose path starts with PREFIX is packed into a .rec beside it",
                     "the folder the .lst paths are relative to")
     add_transform_arguments(p)
-    p.add_argument("--num-thread", "-j", type=int, default=os.cpu_count() or 1, dest="num_thread",
-                   help="worker threads (default: the number of CPUs, %(default)s)")
+    add_workers(p, "worker threads", default=os.cpu_count() or 1,
+                default_text=f"the number of CPUs, {os.cpu_count() or 1}", im2rec_name=True)
     p.add_argument("--fast", "--reduced-decode", action="store_true", dest="fast",
                    help="decode JPEGs with libjpeg-turbo's fast IDCT and upsampling, and at 1/2, 1/4 or 1/8 "
                         "scale when at least twice the --resize target: faster, but pixels differ slightly "
                         "from im2rec's (off by default)")
-    p.add_argument("--strict", action="store_true", help="stop with an error (and no output) on any bad image")
-    p.add_argument("--shard-size", type=parse_shard_size, metavar="N|SIZE",
+    p.add_argument("--strict", action="store_true",
+                   help="stop with an error (and no output) on any image that is skipped or is no image")
+    p.add_argument("--shard-size", type=checked(parse_shard_size), metavar="N|SIZE",
                    help="split the output into NAME_00000.rec/.idx, ... of N records or SIZE bytes (512MB, 2GiB)")
     add_engine(p, "pack (ray: a shard set with a manifest, records identical to a local pack)")
     add_no_progress(p)
 
 
-def report(results: list[PackResult]) -> None:
-    """Print what each job wrote and every image it skipped."""
+def report(results: list[PackResult]) -> int:
+    """Print what each job wrote, every image it skipped or kept with a warning; the exit code."""
+    code = EXIT_OK
     for result in results:
-        names = ", ".join(os.path.relpath(rec) for rec, _ in result.outputs) or "no shards (no records)"
+        names = ", ".join(shown(rec) for rec, _ in result.outputs)
         if result.manifest is not None:
-            names += f" (manifest {os.path.relpath(result.manifest)})"
-        print(f"{os.path.relpath(result.lst_path)} -> {names}: {result.records} records, "
-              f"{len(result.skipped)} skipped")
-        for skipped in result.skipped:
-            print(f"  skipped index {skipped.index}: {skipped.reason}", file=sys.stderr)
+            names += f" (manifest {shown(result.manifest)})"
+        extra = f", {len(result.not_images)} not images" if result.not_images else ""
+        print(f"{shown(result.lst_path)} -> {names}: {result.records} records, "
+              f"{len(result.skipped)} skipped{extra}")
+        for note in result.skipped:
+            print(f"  skipped index {note.index}: {note.reason}", file=sys.stderr)
+        for note in result.not_images:
+            print(f"  stored index {note.index} unchanged: {note.reason}", file=sys.stderr)
+        hint = result.root_hint()
+        if hint is not None:
+            print(f"  {hint}", file=sys.stderr)
+        if result.skipped or result.not_images:
+            code = EXIT_DAMAGED
+    return code
 
 
 def pack_with_progress(prefix: str, root: str, transform: ImageTransform, *, show: bool = True,
@@ -86,9 +107,7 @@ def run(args: argparse.Namespace) -> int:
         from mxrec.ray.session import ray_session
 
         with ray_session(args.address):
-            report(pack_with_progress(args.prefix, args.root, transform, show=args.progress, pack=pack_list_ray,
-                                      **options))
-        return 0
-    report(pack_with_progress(args.prefix, args.root, transform, show=args.progress, workers=args.num_thread,
-                              **options))
-    return 0
+            return report(pack_with_progress(args.prefix, args.root, transform, show=args.progress,
+                                             pack=pack_list_ray, **options))
+    return report(pack_with_progress(args.prefix, args.root, transform, show=args.progress, workers=args.workers,
+                                     **options))

@@ -1,9 +1,13 @@
-"""``mxrec verify DATASET.rec``: check a dataset the way a practitioner would; exit 1 on any fault.
+"""mxrec verify DATASET: check a dataset the way a practitioner would; exit 1 on any fault.
 
-Checks the RecordIO framing, the .idx, and for image datasets the labels, class
-balance (a warning), images (every one decoded with --decode, on all cores),
-image shapes and duplicate images; with --lst the image list it was packed
-from, with --against another dataset for shared images (train/val leakage).
+DATASET is a .rec file or URL, or a shard set (each shard checked, then the
+totals and the manifest). Checks the RecordIO framing and the .idx; for image
+datasets the labels, class balance (a warning), images (every one decoded with
+--decode, on all cores), image shapes and duplicate images; for an InsightFace
+face set its layout (header record, identity ranges, face labels). With --lst
+it also checks the image list the .rec was packed from, with --against another
+dataset for shared images (train/val leakage).
+
 --repair OUT writes a clean copy of every intact record plus a fresh .idx to
 OUT and reports what was dropped; the input is never changed.
 """
@@ -13,16 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from typing import Any
 
 from mxrec.cli.options import add_dataset, add_engine, add_no_progress, add_workers, check_engine, key_type
 from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
 from mxrec.doctor.repair import repair_dataset
-from mxrec.doctor.report import Report
-from mxrec.doctor.verify import DATASET_KINDS, verify_dataset
+from mxrec.doctor.sets import verify as verify_dataset
+from mxrec.doctor.verify import DATASET_KINDS
+from mxrec.format.insightface import LAYOUTS
 
 HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_dataset(p)
@@ -30,10 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", help="folder the .lst image paths are relative to (default: the .lst's folder)")
     p.add_argument("--against", metavar="OTHER", help="another .rec (e.g. the validation set): report shared images")
     p.add_argument("--decode", action="store_true", help="decode every image (parallel, on all cores)")
-    add_workers(p, "threads for reading and decoding", f"all {available_cores()} cores")
+    add_workers(p, "threads for reading and decoding", default_text=f"all {available_cores()} cores")
     p.add_argument("--kind", choices=DATASET_KINDS, default="auto",
                    help="'image' always runs the label/image checks, 'raw' never (default: decide from the records)")
-    p.add_argument("--labels", choices=LABEL_KINDS, default="auto",
+    p.add_argument("--layout", choices=LAYOUTS, default="auto",
+                   help="'insightface': a face set (header record under key 0, identity records); 'plain': "
+                        "every record a sample (default: insightface when key 0 holds such a header)")
+    p.add_argument("--label-kind", choices=LABEL_KINDS, default="auto",
                    help="'class': labels are class ids; 'value': real values (default: decide from the labels)")
     p.add_argument("--num-classes", type=int, help="class ids must be below this")
     p.add_argument("--min-class-samples", type=int, default=5, help="warn about classes with fewer records")
@@ -58,18 +68,18 @@ def run(args: argparse.Namespace) -> int:
     return check(args, verify_dataset)
 
 
-def check(args: argparse.Namespace, verify: Callable[..., Report]) -> int:
-    """Run the checks with ``verify`` (the local or the Ray engine's) and print the report."""
+def check(args: argparse.Namespace, verify: Callable[..., Any]) -> int:
+    """Run the checks with ``verify`` (:func:`mxrec.doctor.sets.verify` or the Ray engine's) and print the report."""
     keys_are = key_type(args)
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
     repair = repair_dataset(args.rec, args.repair, args.idx, keys_are) if args.repair else None
     with Progress(label="decoding: " if args.decode else "reading: ", unit="rec",
                   enabled=args.progress) as bar:
         report = verify(
-            args.rec, args.idx, keys_are, dataset_kind=args.kind, decode=args.decode, lst=args.lst, root=args.root,
-            against=args.against, num_classes=args.num_classes, label_kind=args.labels,
-            min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance, workers=args.workers,
-            progress=bar)
+            args.rec, args.idx, keys_are, dataset_kind=args.kind, layout=args.layout, decode=args.decode,
+            lst=args.lst, root=args.root, against=args.against, num_classes=args.num_classes,
+            label_kind=args.label_kind, min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance,
+            workers=args.workers, progress=bar)
     if args.json:
         out = report.to_dict()
         if repair is not None:
@@ -81,4 +91,3 @@ def check(args: argparse.Namespace, verify: Callable[..., Report]) -> int:
             print(repair.format_text(args.max_problems))
     passed = report.clean if args.strict else report.ok
     return 0 if passed else 1
-

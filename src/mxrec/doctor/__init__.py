@@ -4,7 +4,9 @@
   (``Report`` of ``Check`` s of ``Problem`` s).
 * the checks: :mod:`~mxrec.doctor.check_recordio` (framing, padding, index), :mod:`~mxrec.doctor.check_labels`,
   :mod:`~mxrec.doctor.check_images`, :mod:`~mxrec.doctor.check_leakage` (duplicates, train/val leakage),
-  :mod:`~mxrec.doctor.check_lst`; they read one pass of facts per record, :mod:`~mxrec.doctor.contents`.
+  :mod:`~mxrec.doctor.check_lst`, :mod:`~mxrec.doctor.check_layout` (InsightFace face sets); they read one
+  pass of facts per record, :mod:`~mxrec.doctor.contents`.
+* :mod:`~mxrec.doctor.sets`: ``info`` and ``verify`` of a shard set, per shard and in total.
 * :mod:`~mxrec.doctor.info` (``mxrec info``), :mod:`~mxrec.doctor.stats`, :mod:`~mxrec.doctor.preview`
   (contact sheets), :mod:`~mxrec.doctor.repair` (a clean copy of a damaged file).
 

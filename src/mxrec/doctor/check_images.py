@@ -24,8 +24,8 @@ SHAPES_LISTED = 20  # most common shapes kept in the check's details
 
 
 def image_records(contents: list[RecordContent]) -> list[RecordContent]:
-    """Records that carry an image (a header followed by image bytes, meta record excluded)."""
-    return [c for c in contents if c.image is not None and not c.meta]
+    """Records that carry an image: a header followed by image bytes (not an InsightFace header or identity record)."""
+    return [c for c in contents if c.image is not None and not c.layout_record]
 
 
 def check_images(contents: list[RecordContent], decoded: bool) -> Check:

@@ -8,13 +8,18 @@ label width differs from the most common one. When the labels are class ids
 numbers) the *first* label of each record (what ``label_width=1`` training
 reads) must be a whole number in ``[0, num_classes)``, and the ids in use must
 be contiguous: every id below the largest (or below ``num_classes`` when
-given) has at least one record. A validation set is often too small to hold
+given) has at least one record. Without ``num_classes``, ids far above the
+rest (above a run of missing ids longer than the ids below it, held by fewer
+records than those below) are *outlying*: each record holding one is named
+(a mistyped label, 57 among 0..9), and the ids are contiguous if the rest
+are. A validation set is often too small to hold
 every class; given the class ids of its companion set (``companion_ids``, from
 ``mxrec verify --against``) the ids need only be contiguous over both. :func:`check_balance` (a warning) reports
 class counts, the imbalance ratio and classes with very few records.
 
-An InsightFace-style meta record (position 0, index ranges as label, no image)
-is not a sample and is left out.
+The header and identity records of an InsightFace face set (key ranges as
+labels, no image; see :mod:`mxrec.format.insightface`) are not samples and
+are left out.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection
+from itertools import pairwise
 
 from mxrec.doctor.contents import RecordContent
 from mxrec.doctor.report import Check, Problem
@@ -30,8 +36,8 @@ LABEL_KINDS = ("auto", "class", "value")
 
 
 def labelled_records(contents: list[RecordContent]) -> list[RecordContent]:
-    """The records that are samples with labels (header present, not the meta record)."""
-    return [c for c in contents if c.labels is not None and not c.meta]
+    """The records that are samples with labels (header present, not an InsightFace header or identity record)."""
+    return [c for c in contents if c.labels is not None and not c.layout_record]
 
 
 def resolve_label_kind(records: list[RecordContent], kind: str = "auto") -> str:
@@ -85,6 +91,20 @@ def _first_label_problem(value: float, num_classes: int | None) -> str | None:
     return None
 
 
+def outlying_ids(counts: Counter) -> set[int]:
+    """Class ids far above the rest: above the widest run of missing ids, when that run is longer than the ids
+    below it and the ids above it have fewer records than those below (see the module doc)."""
+    ids = sorted(counts)
+    if len(ids) < 2:
+        return set()
+    gaps = [(high - low - 1, i) for i, (low, high) in enumerate(pairwise(ids))]
+    missing, at = max(gaps)
+    below, above = ids[:at + 1], ids[at + 1:]
+    if missing > len(below) and sum(counts[i] for i in above) < sum(counts[i] for i in below):
+        return set(above)
+    return set()
+
+
 def check_labels(contents: list[RecordContent], num_classes: int | None = None, kind: str = "auto",
                  companion_ids: Collection[int] = ()) -> Check:
     """The ``labels`` check; ``companion_ids``: class ids in use in a companion dataset (see the module doc)."""
@@ -111,15 +131,23 @@ def check_labels(contents: list[RecordContent], num_classes: int | None = None, 
                      "header_faults": sum(1 for c in contents if c.header_fault), **counts}
     summary_tail = ""
     if kind == "class":
-        present = sorted(class_counts(records, num_classes))
+        counts_by_id = class_counts(records, num_classes)
+        present = sorted(counts_by_id)
         in_use = set(present) | {i for i in companion_ids if num_classes is None or i < num_classes}
-        classes = num_classes if num_classes is not None else max(in_use, default=-1) + 1
+        outliers = outlying_ids(Counter({i: counts_by_id.get(i, 0) or 1 for i in in_use})) \
+            if num_classes is None else set()
+        below = [i for i in in_use if i not in outliers]
+        problems += [Problem(c.name, f"class id {class_id(c)} lies far above the others (the next lower id in use "
+                                     f"is {max(below)}): a wrong label? (--num-classes sets the range of ids)")
+                     for c in records if class_id(c) in outliers]
+        classes = num_classes if num_classes is not None else max(below, default=-1) + 1
         missing = sorted(set(range(classes)) - in_use)
         for low, high in _ranges(missing):
             where = f"label {low}" if low == high else f"labels {low}..{high}"
             problems.append(Problem(where, "no record has this class id: the ids in use are not contiguous"
                                     + (" (in either dataset)" if companion_ids else "")))
         details.update(num_classes=classes, num_classes_given=num_classes is not None,
+                       outlying_class_ids=sorted(outliers),
                        classes_present=len(present), missing_class_ids=len(missing))
         summary_tail = (f"; class ids, {len(present)} of {classes} classes present"
                         + (f" ({classes - len(missing)} with the companion set)" if companion_ids else ""))

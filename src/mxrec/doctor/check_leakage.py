@@ -27,7 +27,7 @@ def _labels_text(record: RecordContent) -> str:
 
 
 def _with_images(contents: list[RecordContent]) -> list[RecordContent]:
-    return [c for c in contents if c.digest is not None and not c.meta]
+    return [c for c in contents if c.digest is not None and not c.layout_record]
 
 
 def check_duplicates(contents: list[RecordContent]) -> Check:

@@ -59,7 +59,7 @@ def check_list(lst_path: str | os.PathLike, contents: list[RecordContent],
     lst_path = os.fspath(lst_path)
     root = os.path.dirname(os.path.abspath(lst_path)) if root is None else os.fspath(root)
     entries, problems = read_list_lines(lst_path)
-    records = [c for c in contents if c.record_id is not None and not c.meta]
+    records = [c for c in contents if c.record_id is not None and not c.layout_record]
     by_id: dict[int, RecordContent] = {}
     for record in records:
         first = by_id.setdefault(record.record_id, record)

@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mxrec.doctor.report import Check, Problem
 from mxrec.format import framing
-from mxrec.format.idx import Index, KeyType
+from mxrec.format.idx import Index, IntKeys, KeyType
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import try_read_index
 
 
@@ -41,36 +44,65 @@ def check_padding(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> Check
     return Check("padding", not problems, summary, problems, warning=True)
 
 
-def read_index_check(idx_path: str, key_type: KeyType = int) -> tuple[Index | None, Check | None]:
+def read_index_check(idx_path: str, key_type: KeyType = int,
+                     storage_options: StorageOptions = None) -> tuple[Index | None, Check | None]:
     """Parse the ``.idx``; on failure return the failed ``index`` check instead."""
-    index, error = try_read_index(idx_path, key_type)
+    index, error = try_read_index(idx_path, key_type, storage_options)
     if error is not None:
         return None, Check("index", False, f"{idx_path} cannot be parsed", [Problem(error.line, error.reason)])
     return index, None
 
 
-def check_index_entries(index: Index, spans: list[framing.RecordSpan], file_size: int) -> Check:
-    """The ``index`` check of a parsed ``.idx``."""
-    starts = {s.offset for s in spans}
+def check_index_entries(index: Index, starts: np.ndarray, file_size: int) -> Check:
+    """The ``index`` check of a parsed ``.idx`` against the intact records' ``starts`` (increasing offsets).
+
+    Vectorised: sorted arrays, no set of every offset or key.
+    """
+    offsets = index.offsets
+    repeated = _repeated_keys(index)
+    past_end = offsets >= file_size
+    not_starts = ~past_end & ~_members(offsets, starts)
     problems = []
-    seen: set = set()
-    duplicates = past_end = not_starts = 0
-    for key, offset in zip(index.keys, index.offsets.tolist(), strict=True):
-        if key in seen:
+    keys = index.keys
+    for entry in np.flatnonzero(repeated | past_end | not_starts).tolist():
+        key, offset = keys[entry], int(offsets[entry])
+        if repeated[entry]:
             problems.append(Problem(key, "duplicate key: listed more than once"))
-            duplicates += 1
-        seen.add(key)
-        if offset >= file_size:
+        if past_end[entry]:
             problems.append(Problem(key, f"offset {offset} is past the end of the file ({file_size} bytes)"))
-            past_end += 1
-        elif offset not in starts:
+        elif not_starts[entry]:
             problems.append(Problem(key, f"offset {offset} is not the start of an intact record"))
-            not_starts += 1
-    listed = set(index.offsets.tolist())
-    unlisted = [s.offset for s in spans if s.offset not in listed]
+    unlisted = starts[~_members(starts, np.sort(offsets))].tolist()
     problems.extend(Problem(off, "record is not listed in the index") for off in unlisted)
-    details = {"entries": len(index), "unique_keys": len(seen), "unlisted_records": len(unlisted),
-               "duplicate_keys": duplicates, "offsets_past_end": past_end, "offsets_not_record_starts": not_starts}
+    duplicates = int(repeated.sum())
+    details = {"entries": len(index), "unique_keys": len(index) - duplicates, "unlisted_records": len(unlisted),
+               "duplicate_keys": duplicates, "offsets_past_end": int(past_end.sum()),
+               "offsets_not_record_starts": int(not_starts.sum())}
     summary = (f"{len(index)} entries, {len(problems)} problem(s)" if problems
                else f"{len(index)} entries, every one a record start; every record listed")
     return Check("index", not problems, summary, problems, details=details)
+
+
+def _members(values: np.ndarray, sorted_pool: np.ndarray) -> np.ndarray:
+    """Which of ``values`` occur in the increasing array ``sorted_pool``."""
+    if not len(sorted_pool):
+        return np.zeros(len(values), bool)
+    at = np.minimum(np.searchsorted(sorted_pool, values), len(sorted_pool) - 1)
+    return sorted_pool[at] == values
+
+
+def _repeated_keys(index: Index) -> np.ndarray:
+    """Which entries repeat a key listed before them."""
+    repeated = np.zeros(len(index), bool)
+    if not index.has_duplicates():
+        return repeated
+    if isinstance(index.keys, IntKeys):
+        _, first = np.unique(index.keys.array, return_index=True)
+        repeated[:] = True
+        repeated[first] = False
+        return repeated
+    seen: set = set()
+    for entry, key in enumerate(index.keys):
+        repeated[entry] = key in seen
+        seen.add(key)
+    return repeated

@@ -19,20 +19,29 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from mxrec.errors import HeaderError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import Index, KeyType
+from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, resolve_layout
 from mxrec.image.inspect import ImageFacts, inspect_image
+from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
+from mxrec.io.shardset import resolve_dataset
 
 RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
-#: Another way to gather the facts of a file's intact records (e.g. on a cluster, ``mxrec.ray``):
-#: ``scan(rec_path, spans, keys_by_offset, decode=..., progress=...)`` returns what :func:`scan_contents`
-#: would, meta record marked.
-ContentScan = Callable[..., "list[RecordContent]"]
+#: Another way to collect the facts of a file's intact records (``mxrec.ray``: on a cluster):
+#: ``gather(spans, keys_by_offset, decode=..., progress=...)`` returns one :class:`RecordContent` per span, in
+#: order, as :func:`span_contents` makes them.
+ContentGather = Callable[..., "list[RecordContent]"]
+# Label tuples seen, shared between records (class labels repeat; a dict lookup is atomic under the GIL).
+_SHARED_LABELS: dict[tuple, tuple] = {}
+_SHARED_LABELS_MAX = 1 << 16
 
 
 @dataclass(slots=True)
@@ -49,7 +58,7 @@ class RecordContent:
     image: ImageFacts | None = None  # the bytes after the header
     image_bytes: int = 0
     digest: bytes | None = None  # SHA-1 of the image bytes, when there are any
-    meta: bool = False  # an InsightFace-style header record at position 0 (index ranges, no image)
+    layout_record: bool = False  # an InsightFace header or identity record (key ranges, no image): not a sample
 
     @property
     def name(self) -> object:
@@ -75,7 +84,8 @@ def read_record_content(payload: bytes, position: int, offset: int, key: object,
         return content
     content.flag = header.flag
     content.record_id = header.id
-    content.labels = tuple(label_array(header).tolist())
+    labels = (float(header.label),) if header.flag == 0 else tuple(label_array(header).tolist())
+    content.labels = _SHARED_LABELS.setdefault(labels, labels) if len(_SHARED_LABELS) < _SHARED_LABELS_MAX else labels
     image = payload[start:]
     content.image_bytes = len(image)
     content.image = inspect_image(image, decode)
@@ -92,30 +102,37 @@ def _payload(buf: framing.Buffer, span: framing.RecordSpan) -> bytes:
 
 
 def span_contents(buf: framing.Buffer, spans: Sequence[framing.RecordSpan], first_position: int,
-                  keys_by_offset: dict | None = None, decode: bool = False) -> list[RecordContent]:
+                  keys: Sequence | None = None, decode: bool = False) -> list[RecordContent]:
     """One :class:`RecordContent` per span of consecutive intact records, the first at ``first_position``.
 
-    The unit of work of a scan: on a thread of :func:`scan_contents`, or on a cluster (``mxrec.ray``).
+    ``keys``: each span's ``.idx`` key (default: its position). The unit of work of a scan, on a thread of
+    :func:`scan_contents` or elsewhere (``mxrec.ray`` runs it on Ray tasks).
     """
-    found = []
-    for position, span in enumerate(spans, first_position):
-        key = position if keys_by_offset is None else keys_by_offset.get(span.offset)
-        found.append(read_record_content(_payload(buf, span), position, span.offset, key, decode))
-    return found
+    positions = range(first_position, first_position + len(spans))
+    return [read_record_content(_payload(buf, span), position, span.offset, key, decode)
+            for span, position, key in zip(spans, positions, positions if keys is None else keys, strict=True)]
 
 
-def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: dict | None = None, *,
-                  decode: bool = False, workers: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
+def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_offset: OffsetKeys | None = None, *,
+                  decode: bool = False, workers: int | None = None, layout: str = "auto",
+                  progress: Callable[[int, int], None] | None = None,
+                  gather: ContentGather | None = None) -> list[RecordContent]:
     """One :class:`RecordContent` per span (intact records of ``buf``), in order.
 
-    ``keys_by_offset`` maps record offsets to ``.idx`` keys; without it records
-    are keyed by position. ``workers`` defaults to every available core.
+    ``keys_by_offset`` (:func:`offset_keys`) names records by their ``.idx``
+    keys; without it records are keyed by position. ``workers`` defaults to
+    every available core. ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`):
+    unless ``"plain"``, the header and identity records of an InsightFace face
+    set are marked as :attr:`RecordContent.layout_record` (:func:`mark_layout_records`).
+    ``gather`` collects the records' facts instead of this process's threads (see :data:`ContentGather`).
     """
+    resolve_layout(layout)
     workers = available_cores() if workers is None else max(1, workers)
 
     def task(first: int) -> list[RecordContent]:
-        return span_contents(buf, spans[first:first + RECORDS_PER_TASK], first, keys_by_offset, decode)
+        part = spans[first:first + RECORDS_PER_TASK]
+        keys = None if keys_by_offset is None else keys_by_offset.keys_at([span.offset for span in part])
+        return span_contents(buf, part, first, keys, decode)
 
     firsts = range(0, len(spans), RECORDS_PER_TASK)
     batches: dict[int, list[RecordContent]] = {}
@@ -128,7 +145,9 @@ def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_
         if progress is not None:
             progress(done, len(spans))
 
-    if workers == 1:
+    if gather is not None:
+        contents = gather(spans, keys_by_offset, decode=decode, progress=progress)
+    elif workers == 1:
         for first in firsts:
             finished(first, task(first))
     else:
@@ -139,50 +158,111 @@ def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_
                 finished(futures[future], future.result())
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-    contents = [content for first in firsts for content in batches[first]]
-    mark_meta_record(contents)
+    if gather is None:
+        contents = [content for first in firsts for content in batches[first]]
+    if layout != "plain":
+        mark_layout_records(contents)
     return contents
 
 
-def mark_meta_record(contents: list[RecordContent]) -> None:
-    """Mark an InsightFace-style meta record: position 0, array label, no image, followed by other records."""
-    if len(contents) > 1:
-        first = contents[0]
-        if first.position == 0 and first.flag > 0 and first.image_bytes == 0:
-            first.meta = True
+def find_face_layout(contents: list[RecordContent]) -> FaceLayout | None:
+    """The layout the record under ``.idx`` key 0 declares, if it is an InsightFace header record."""
+    for c in contents:
+        if c.key == HEADER_KEY and type(c.key) is int and c.labels is not None:
+            return header_layout(c.flag, c.labels, c.image_bytes)
+    return None
 
 
-def offset_keys(index: Index) -> dict:
-    """``{offset: key}`` from a parsed ``.idx`` (the first key listed at each offset)."""
-    mapping: dict = {}
-    for key, offset in zip(index.keys, index.offsets.tolist(), strict=True):
-        mapping.setdefault(offset, key)
-    return mapping
+def mark_layout_records(contents: list[RecordContent]) -> FaceLayout | None:
+    """Mark the header and identity records of an InsightFace face set (not samples); return its layout, if any."""
+    layout = find_face_layout(contents)
+    if layout is not None:
+        for c in contents:
+            if type(c.key) is int and (c.key == HEADER_KEY or layout.identity_start <= c.key < layout.end):
+                c.layout_record = True
+    return layout
+
+
+class OffsetKeys:
+    """The ``.idx`` key of each record offset (the first key listed there): two sorted arrays, searched in bulk.
+
+    (A dict of ten million offsets would take about a gigabyte.)
+    """
+
+    def __init__(self, index: Index) -> None:
+        order = np.argsort(index.offsets, kind="stable")  # equal offsets keep file order: the first key first
+        self._offsets = index.offsets[order]
+        self._positions = order
+        self._keys = index.keys
+
+    def keys_at(self, offsets: Sequence[int]) -> list:
+        """The key at each of ``offsets``; None where the ``.idx`` lists none."""
+        query = np.asarray(offsets, np.int64)
+        at = np.minimum(np.searchsorted(self._offsets, query), max(len(self._offsets) - 1, 0))
+        if not len(self._offsets):
+            return [None] * len(query)
+        found = self._offsets[at] == query
+        positions = self._positions[at].tolist()
+        keys = self._keys
+        return [keys[p] if ok else None for p, ok in zip(positions, found.tolist(), strict=True)]
+
+
+def offset_keys(index: Index) -> OffsetKeys:
+    """The keys of a parsed ``.idx`` by record offset (see :class:`OffsetKeys`)."""
+    return OffsetKeys(index)
 
 
 def looks_like_image_dataset(contents: list[RecordContent]) -> bool:
     """Whether at least half the records are an IRHeader followed by bytes of a known image format."""
-    samples = [c for c in contents if not c.meta]
+    samples = [c for c in contents if not c.layout_record]
     images = sum(1 for c in samples if c.image is not None and c.image.format not in ("other", "empty"))
     return bool(samples) and images * 2 >= len(samples)
 
 
-def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
-                  *, decode: bool = False, workers: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
-    """:func:`scan_contents` over every intact record of ``rec_path`` (stepping over damaged framing).
+class FileContents(NamedTuple):
+    """What :func:`read_contents` found: one :class:`RecordContent` per intact record, and the damage stepped over."""
 
-    Keys come from the ``.idx`` (default: beside the file, if present and readable), else positions.
+    records: list[RecordContent]
+    damage: list[str]  # framing faults (file and byte offset) and an unreadable .idx (file and line), as messages
+
+
+def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
+                  *, decode: bool = False, workers: int | None = None, layout: str = "auto",
+                  progress: Callable[[int, int], None] | None = None,
+                  storage_options: StorageOptions = None) -> FileContents:
+    """:func:`scan_contents` over every intact record of a dataset (stepping over damaged framing).
+
+    ``rec_path`` is a file or URL, or a shard set (:func:`mxrec.io.shardset.resolve_dataset`): then the
+    shards' records follow each other, positions running across them (an InsightFace face layout is one
+    file's, so shards are read as plain). Keys come from the ``.idx`` (default: beside the file, if present
+    and readable), else positions.
     """
-    rec_path = os.fspath(rec_path)
-    idx_path = resolve_index(rec_path, idx_path)
+    shards, manifest = resolve_dataset(rec_path, storage_options)
+    if len(shards) == 1 and manifest is None:
+        return _file_contents(shards[0].rec, idx_path, key_type, decode, workers, layout, progress, storage_options)
+    records: list[RecordContent] = []
+    damage: list[str] = []
+    for shard in shards:
+        found = _file_contents(shard.rec, shard.idx, key_type, decode, workers, "plain", progress, storage_options)
+        for content in found.records:
+            content.position += len(records)
+        records.extend(found.records)
+        damage.extend(found.damage)
+    return FileContents(records, damage)
+
+
+def _file_contents(rec_path: str, idx_path: str | os.PathLike | None, key_type: KeyType, decode: bool,
+                   workers: int | None, layout: str, progress: Callable[[int, int], None] | None,
+                   storage_options: StorageOptions) -> FileContents:
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
     keys = None
+    damage = []
     if idx_path is not None:
-        index, _ = try_read_index(idx_path, key_type)  # an unreadable .idx names nothing: keys are positions
+        index, error = try_read_index(idx_path, key_type, storage_options)
         keys = None if index is None else offset_keys(index)
-    buf = map_file(rec_path)
-    try:
-        spans, _ = framing.salvage_spans(buf, rec_path)
-        return scan_contents(buf, spans, keys, decode=decode, workers=workers, progress=progress)
-    finally:
-        release(buf)
+        if error is not None:  # an unreadable .idx names nothing: keys are positions
+            damage.append(f"{error} (records are named by position)")
+    with mapped(rec_path, storage_options) as buf:
+        spans, faults = framing.salvage_spans(buf, rec_path)
+        records = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout, progress=progress)
+    return FileContents(records, [str(f) for f in faults] + damage)

@@ -14,16 +14,18 @@ from __future__ import annotations
 import math
 import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mxrec.errors import HeaderError, ImageDecodeError, MxrecError
+from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
-from mxrec.image.codec import decode_image, encode_image, opencv
+from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
 from mxrec.io.atomic import atomic_open
-from mxrec.io.reader import RecordReader
+from mxrec.io.insightface import read_face_set
+from mxrec.io.reader import KeyedRecords
+from mxrec.io.shardset import open_dataset
 
 CAPTION_HEIGHT = 22
 GAP = 2
@@ -39,11 +41,16 @@ def sample_positions(total: int, count: int, seed: int = 0) -> list[int]:
     return sorted(np.random.default_rng(seed).choice(total, size=count, replace=False).tolist())
 
 
-def label_text(labels: np.ndarray, limit: int = 4) -> str:
-    """A short caption for a record's label(s): ``7`` or ``[7, 4, -9.75]`` (``...`` past ``limit`` values)."""
+def label_text(labels: np.ndarray, limit: int = 4, label_names: dict[int, str] | None = None) -> str:
+    """A short caption for a record's label(s): ``7``, ``7 cat`` (with its name) or ``[7, 4, -9.75]``.
+
+    ``...`` stands for the values past ``limit``.
+    """
     values = [f"{v:g}" for v in labels.tolist()]
     if len(values) == 1:
-        return values[0]
+        value = float(labels[0])
+        name = (label_names or {}).get(int(value)) if value.is_integer() else None
+        return values[0] if name is None else f"{values[0]} {name}"
     return "[" + ", ".join(values[:limit]) + (", ..." if len(values) > limit else "") + "]"
 
 
@@ -73,15 +80,19 @@ def _put_text(canvas: np.ndarray, text: str, origin_y: int, colour: tuple[int, i
     cv2.putText(canvas, text, (3, origin_y), font, scale, colour, 1, cv2.LINE_AA)
 
 
-def record_tile(payload: bytes | None, key: object, tile: int, fault: str | None = None) -> np.ndarray:
-    """One captioned tile: the record's image and ``key <k> | <label>``, or what is wrong with the record."""
+def record_tile(payload: bytes | None, key: object, tile: int, fault: str | None = None,
+                label_names: dict[int, str] | None = None) -> tuple[np.ndarray, str | None]:
+    """One captioned tile: the record's image and ``key <k> | <label>``, or what is wrong with the record.
+
+    Returns the tile and the fault drawn on it (``None`` for a sound record).
+    """
     canvas = np.empty((tile + CAPTION_HEIGHT, tile, 3), np.uint8)
     canvas[:] = BACKGROUND
     caption = f"key {key}"
     if fault is None and payload is not None:
         try:
             header, image_bytes = unpack(payload)
-            caption += f" | {label_text(label_array(header))}"
+            caption += f" | {label_text(label_array(header), label_names=label_names)}"
             canvas[:tile] = fit_tile(decode_image(image_bytes, 1, what=f"record {key!r}"), tile)
         except (HeaderError, ImageDecodeError) as exc:
             fault = str(exc)
@@ -91,7 +102,7 @@ def record_tile(payload: bytes | None, key: object, tile: int, fault: str | None
             _put_text(canvas, line, 18 + 16 * row, FAULT_COLOUR)
     canvas[tile:] = 0
     _put_text(canvas, caption, tile + CAPTION_HEIGHT - 7, TEXT_COLOUR)
-    return canvas
+    return canvas, fault
 
 
 def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
@@ -108,18 +119,40 @@ def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
     return sheet
 
 
+def sample_records(reader: KeyedRecords) -> list[int]:
+    """The positions a sample is drawn from: every record, or an InsightFace face set's faces only."""
+    try:
+        faces = read_face_set(reader)
+    except LayoutError:  # an inconsistent face set: show what is there (mxrec verify says what is wrong)
+        faces = None
+    return list(range(len(reader))) if faces is None else faces.positions.tolist()
+
+
 def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, *,
                   keys: Sequence[object] | None = None, count: int = 16, seed: int = 0, tile: int = 160,
-                  columns: int | None = None, key_type: KeyType = int) -> tuple[np.ndarray, list]:
+                  columns: int | None = None, key_type: KeyType = int, label_names: dict[int, str] | None = None,
+                  on_fault: Callable[[object, str], None] | None = None) -> tuple[np.ndarray, list]:
     """``(sheet, keys shown)``: the records with ``keys`` (default: ``count`` sampled with ``seed``) as a grid.
 
-    Keys are ``.idx`` keys (default ``.idx``: beside the file), or positions
-    when there is none. Raises :class:`~mxrec.errors.RecordKeyError` for a key
-    that is not in the index.
+    The sample is drawn from the samples of the dataset: an InsightFace face
+    set's faces (:func:`~mxrec.io.insightface.read_face_set`), else every record.
+
+    ``rec_path`` may be a URL or a shard set. Keys are ``.idx`` keys (default
+    ``.idx``: beside the file), or positions when there is none. Raises
+    :class:`~mxrec.errors.RecordKeyError` for a key that is not in the index.
+    ``label_names`` (class id -> name, from a ``.labels`` file) go into the
+    captions. ``on_fault(where, reason)`` is called for each record shown
+    damaged (``where``: its key) and for damaged framing stepped over when the
+    file is scanned (``where``: ``"byte N"``).
     """
-    with RecordReader(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
-        positions = (sample_positions(len(reader), count, seed) if keys is None
-                     else [reader.position(k) for k in keys])
+    with open_dataset(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+        if reader.damage is not None and on_fault is not None:
+            on_fault(f"byte {reader.damage.offset}", reader.damage.reason)
+        if keys is None:
+            samples = sample_records(reader)
+            positions = [samples[i] for i in sample_positions(len(samples), count, seed)]
+        else:
+            positions = [reader.position(k) for k in keys]
         if not positions:
             raise MxrecError(f"{reader.path}: no records to show")
         tiles = []
@@ -129,12 +162,27 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
                 payload, fault = reader[position], None
             except ValueError as exc:  # damaged framing under this key
                 payload, fault = None, str(exc)
-            tiles.append(record_tile(payload, key, tile, fault))
+            image, fault = record_tile(payload, key, tile, fault, label_names)
+            tiles.append(image)
+            if fault is not None and on_fault is not None:
+                on_fault(key, fault)
         return grid(tiles, columns), [reader.keys[p] for p in positions]
+
+
+def image_output_format(path: str | os.PathLike) -> str:
+    """The image format ``path``'s extension names (none: ``.png``); an error naming the file if OpenCV cannot write it.
+
+    Checked before the sheet is made, so that a wrong name fails at once.
+    """
+    fmt = os.path.splitext(os.fspath(path))[1].lower() or ".png"
+    if not can_encode(fmt):
+        raise MxrecError(f"{os.fspath(path)}: OpenCV cannot write {fmt} images; use .png or .jpg "
+                         "(or .bmp, .tif, .webp)")
+    return fmt
 
 
 def write_image(path: str | os.PathLike, image: np.ndarray) -> None:
     """Save ``image`` (BGR) in the format its extension names (``.png`` etc.), atomically."""
-    data = encode_image(image, os.path.splitext(os.fspath(path))[1] or ".png", quality=95)
+    data = encode_image(image, image_output_format(path), quality=95)
     with atomic_open(path, "wb") as f:
         f.write(data)

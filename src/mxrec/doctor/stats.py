@@ -32,6 +32,7 @@ QUANTILES = (0.0, 0.05, 0.5, 0.95, 1.0)
 VALUE_BINS = 20  # histogram bins for labels that are not class ids
 CLASSES_SHOWN = 50  # classes listed one per line in the text; the rest are summarised
 SHAPES_SHOWN = 10
+NAMED_TICKS = 40  # classes whose names fit under the bars of the plot
 
 
 @dataclass
@@ -51,6 +52,13 @@ class DatasetStats:
     heights: np.ndarray = field(repr=False)
     widths: np.ndarray = field(repr=False)
     image_bytes: np.ndarray = field(repr=False)
+    damage: list = field(default_factory=list)  # what was stepped over: damaged framing, an unreadable .idx
+    label_names: dict | None = None  # class id -> name (from a .labels file), for display
+
+    def class_name(self, label: int) -> str:
+        """``label``, with its name when one is known: ``3 (cat)``."""
+        name = (self.label_names or {}).get(label)
+        return f"{label} ({name})" if name is not None else str(label)
 
     def quantiles(self, values: np.ndarray) -> dict:
         if values.size == 0:
@@ -65,7 +73,8 @@ class DatasetStats:
                 "value_histogram": {"counts": self.value_histogram[0], "edges": self.value_histogram[1]},
                 "formats": self.formats, "channels": self.channels, "shapes": self.shapes,
                 "width": self.quantiles(self.widths), "height": self.quantiles(self.heights),
-                "image_bytes": self.quantiles(self.image_bytes)}
+                "image_bytes": self.quantiles(self.image_bytes), "damage": self.damage,
+                "class_names": {str(k): v for k, v in (self.label_names or {}).items()}}
 
     def format_text(self) -> str:
         lines = [f"{self.path}: {self.records} records, {self.labelled} labelled "
@@ -74,8 +83,10 @@ class DatasetStats:
             counts = list(self.class_counts.values())
             lines.append(f"classes: {len(counts)}, records per class {min(counts)}..{max(counts)} "
                          f"(median {np.median(counts):g}), imbalance ratio {max(counts) / min(counts):.2f}")
+            width = max(len(self.class_name(label)) for label in list(self.class_counts)[:CLASSES_SHOWN])
             for label, n in list(self.class_counts.items())[:CLASSES_SHOWN]:
-                lines.append(f"  label {label:>6}: {n:>8}  {'#' * round(40 * n / max(counts))}")
+                lines.append(f"  label {self.class_name(label):>{max(6, width)}}: {n:>8}  "
+                             f"{'#' * round(40 * n / max(counts))}")
             if len(counts) > CLASSES_SHOWN:
                 lines.append(f"  ... {len(counts) - CLASSES_SHOWN} more classes (--json lists all)")
         elif self.label_kind == "value":
@@ -91,14 +102,20 @@ class DatasetStats:
                 lines.append(f"{name:>8}: min {q['p0']:g}  p5 {q['p5']:g}  median {q['p50']:g}  "
                              f"p95 {q['p95']:g}  max {q['p100']:g}")
         lines.append("shapes (WxHxC): " + (", ".join(f"{s} {n}" for s, n in self.shapes.items()) or "-"))
+        lines += [f"damage: {d}" for d in self.damage]
         return "\n".join(lines)
 
 
 def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                   key_type: KeyType = int, *, label_kind: str = "auto", workers: int | None = None,
+                  label_names: dict[int, str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> DatasetStats:
-    """Read ``rec_path`` once and summarise its labels and images (damaged framing is stepped over)."""
-    contents = read_contents(rec_path, idx_path, key_type, workers=workers, progress=progress)
+    """Read a dataset (a file, URL or shard set) once and summarise its labels and images.
+
+    Damaged framing and an unreadable ``.idx`` are stepped over and listed in
+    :attr:`DatasetStats.damage`. ``label_names`` (class id -> name) only label the output.
+    """
+    contents, damage = read_contents(rec_path, idx_path, key_type, workers=workers, progress=progress)
     records = labelled_records(contents)
     kind = resolve_label_kind(records, label_kind)
     histogram: tuple[list, list] = ([], [])
@@ -110,7 +127,8 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     images = [c for c in image_records(contents) if c.image.shape is not None and not c.image.fault]
     shapes = Counter(f"{c.image.shape[1]}x{c.image.shape[0]}x{c.image.shape[2]}" for c in images)
     return DatasetStats(
-        path=os.fspath(rec_path), records=len(contents), labelled=len(records), label_kind=kind,
+        path=os.fspath(rec_path) if isinstance(rec_path, (str, os.PathLike)) else ", ".join(map(str, rec_path)),
+        records=len(contents), labelled=len(records), label_kind=kind,
         label_widths=dict(sorted(Counter(len(r.labels) for r in records).items())),
         class_counts=dict(sorted(class_counts(records).items())) if kind == "class" else {},
         value_histogram=histogram,
@@ -119,7 +137,8 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
         shapes=dict(shapes.most_common(SHAPES_SHOWN)),
         heights=np.array([c.image.shape[0] for c in images], dtype=np.int64),
         widths=np.array([c.image.shape[1] for c in images], dtype=np.int64),
-        image_bytes=np.array([c.image_bytes for c in image_records(contents)], dtype=np.int64))
+        image_bytes=np.array([c.image_bytes for c in image_records(contents)], dtype=np.int64),
+        damage=damage, label_names=label_names)
 
 
 def pyplot() -> ModuleType:
@@ -134,10 +153,26 @@ def pyplot() -> ModuleType:
     return plt
 
 
+def plot_format(out_path: str | os.PathLike) -> str:
+    """The matplotlib format ``out_path``'s extension names (no extension: ``png``); an error naming the file if none.
+
+    Checked before a long read, so that a wrong name fails at once.
+    """
+    plt = pyplot()
+    fmt = os.path.splitext(os.fspath(out_path))[1].lstrip(".").lower() or "png"
+    supported = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
+    if fmt not in supported:
+        raise MxrecError(f"{os.fspath(out_path)}: matplotlib cannot write .{fmt} files; use one of "
+                         + ", ".join(f".{ext}" for ext in sorted(supported)))
+    return fmt
+
+
 def plot_stats(stats: DatasetStats, out_path: str | os.PathLike) -> None:
     """Draw label counts, width x height, shorter side and bytes per image into one image file, atomically."""
     plt = pyplot()
     out_path = os.fspath(out_path)
+    fmt = plot_format(out_path)
     fig, axes = plt.subplots(2, 2, figsize=(12, 9))
     try:
         fig.suptitle(f"{os.path.basename(stats.path)}: {stats.records} records")
@@ -145,6 +180,9 @@ def plot_stats(stats: DatasetStats, out_path: str | os.PathLike) -> None:
         if stats.label_kind == "class" and stats.class_counts:
             ax.bar([int(k) for k in stats.class_counts], list(stats.class_counts.values()), width=0.8)
             ax.set(title="records per class", xlabel="class id", ylabel="records")
+            if stats.label_names and len(stats.class_counts) <= NAMED_TICKS:
+                ax.set_xticks(list(stats.class_counts), [stats.class_name(k) for k in stats.class_counts],
+                              rotation=60, ha="right", fontsize="small")
         elif stats.value_histogram[1]:
             counts, edges = stats.value_histogram
             ax.stairs(counts, edges, fill=True)
@@ -165,6 +203,6 @@ def plot_stats(stats: DatasetStats, out_path: str | os.PathLike) -> None:
         ax.set(title="encoded image size", xlabel="KiB", ylabel="images")
         fig.tight_layout()
         with atomic_path(out_path) as tmp:
-            fig.savefig(tmp, format=os.path.splitext(out_path)[1].lstrip(".") or "png", dpi=100)
+            fig.savefig(tmp, format=fmt, dpi=100)
     finally:
         plt.close(fig)

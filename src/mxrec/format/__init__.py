@@ -4,6 +4,8 @@
 * :mod:`~mxrec.format.header`: the ``IRHeader`` at the front of an image record.
 * :mod:`~mxrec.format.idx`: the ``.idx`` text (``key<TAB>offset`` lines).
 * :mod:`~mxrec.format.lst`: the ``.lst`` image list text, and the ``.labels`` file beside it.
+* :mod:`~mxrec.format.insightface`: the record layout of InsightFace face sets, and their verification-set
+  pickles (read safely).
 
 May import: :mod:`mxrec.errors` (and numpy). File I/O built on these lives in
 :mod:`mxrec.io`.

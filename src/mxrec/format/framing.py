@@ -45,8 +45,10 @@ reading (the data is intact); :mod:`mxrec.verify` reports them.
 
 from __future__ import annotations
 
+import array
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +117,13 @@ def aligned_magic_offsets(payload: Buffer) -> list[int]:
     return found
 
 
+def check_payload_length(length: int) -> None:
+    """Raise :class:`RecordTooLargeError` for a payload of ``length`` bytes that no part header can describe."""
+    if length > MAX_LENGTH:
+        raise RecordTooLargeError(
+            f"a record payload holds at most {MAX_LENGTH} bytes (2**29 - 1); got {length}")
+
+
 def record_chunks(payload: Buffer) -> list[Buffer]:
     """The byte strings that, written one after another, store ``payload`` as one record.
 
@@ -122,9 +131,7 @@ def record_chunks(payload: Buffer) -> list[Buffer]:
     and padding. ``b"".join(record_chunks(p)) == encode_record(p)``.
     """
     length = len(payload)
-    if length > MAX_LENGTH:
-        raise RecordTooLargeError(
-            f"a record payload holds at most {MAX_LENGTH} bytes (2**29 - 1); got {length}")
+    check_payload_length(length)
     cuts = aligned_magic_offsets(payload)
     if not cuts:
         return [PART_HEADER.pack(MAGIC, length), payload, PADDING[-length % 4]]
@@ -224,7 +231,7 @@ def decode_record(buf: Buffer, offset: int, path: str | None = None,
     return MAGIC_BYTES.join([buf[at:at + n] for at, n in parts]), after
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecordSpan:
     """Where one record lies: ``[offset, end)`` holds its ``parts`` parts and payload of ``length`` bytes."""
 
@@ -246,9 +253,15 @@ def record_span(buf: Buffer, offset: int, path: str | None = None, end: int | No
 def record_offsets(buf: Buffer, start: int = 0, path: str | None = None,
                    end: int | None = None) -> list[int]:
     """Offsets of every record from ``start`` to ``end`` (one framing-checked pass)."""
+    return record_offset_array(buf, start, path, end).tolist()
+
+
+def record_offset_array(buf: Buffer, start: int = 0, path: str | None = None,
+                        end: int | None = None) -> np.ndarray:
+    """:func:`record_offsets` as an int64 array, gathered compactly (8 bytes a record, not a Python int each)."""
     if end is None:
         end = len(buf)
-    offsets = []
+    offsets = array.array("q")
     append = offsets.append
     unpack_from = PART_HEADER.unpack_from
     offset = start
@@ -265,7 +278,7 @@ def record_offsets(buf: Buffer, start: int = 0, path: str | None = None,
             offset = record_span(buf, offset, path, end).end
     if offset < end:
         record_span(buf, offset, path, end)  # raises: a truncated header
-    return offsets
+    return np.frombuffer(offsets, np.int64) if offsets else np.empty(0, np.int64)
 
 
 def is_record_start(buf: Buffer, offset: int, end: int | None = None) -> bool:
@@ -296,18 +309,32 @@ def find_record_start(buf: Buffer, offset: int, end: int | None = None) -> int:
 
 def salvage_spans(buf: Buffer, path: str | None = None,
                   end: int | None = None) -> tuple[list[RecordSpan], list[RecordFormatError]]:
-    """Walk the whole buffer, stepping over damage: ``(intact records, faults)``.
+    """Walk the whole buffer, stepping over damage: ``(intact records, faults)`` (see :func:`walk_spans`)."""
+    faults: list[RecordFormatError] = []
+    return list(walk_spans(buf, faults, path, end)), faults
+
+
+def walk_spans(buf: Buffer, faults: list[RecordFormatError], path: str | None = None,
+               end: int | None = None) -> Iterator[RecordSpan]:
+    """The intact records of the whole buffer, in order, stepping over damage; each fault is appended to ``faults``.
 
     At each fault the walk resumes at the next offset that satisfies the resync
     rule (:func:`find_record_start`); bytes in between belong to no record.
-    ``buf`` must offer ``find``.
+    ``buf`` must offer ``find``. A generator: callers that summarise records
+    need not hold one object per record.
     """
     if end is None:
         end = len(buf)
-    spans: list[RecordSpan] = []
-    faults: list[RecordFormatError] = []
+    unpack_from = PART_HEADER.unpack_from
     offset = 0
     while offset < end:
+        if offset + PART_HEADER_SIZE <= end:  # a whole single-part record, checked inline (the common case)
+            magic, lrec = unpack_from(buf, offset)
+            after = offset + PART_HEADER_SIZE + lrec + (-lrec & 3)
+            if magic == MAGIC and lrec < FULL_LIMIT and after <= end:
+                yield RecordSpan(offset, after, 1, lrec)
+                offset = after
+                continue
         try:
             span = record_span(buf, offset, path, end)
         except RecordFormatError as fault:
@@ -316,9 +343,8 @@ def salvage_spans(buf: Buffer, path: str | None = None,
             if offset < 0:
                 break
             continue
-        spans.append(span)
+        yield span
         offset = span.end
-    return spans, faults
 
 
 def nonzero_padding(buf: Buffer, span: RecordSpan) -> list[int]:

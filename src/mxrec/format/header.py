@@ -16,8 +16,9 @@ float32 array whose size becomes ``flag`` (an empty array gives ``flag`` 0 and
 label 0.0). :func:`unpack` returns the label as a Python float when ``flag`` is
 0, else as a read-only float32 array of ``flag`` values.
 
-InsightFace-style datasets keep a *meta record* at key 0 whose header has
-``flag > 0`` and whose labels hold index ranges; it unpacks like any other.
+InsightFace face sets keep a *header record* under key 0 and one *identity
+record* per identity whose labels hold key ranges (:mod:`mxrec.format.insightface`);
+they unpack like any other.
 """
 
 from __future__ import annotations

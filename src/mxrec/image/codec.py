@@ -87,10 +87,21 @@ def encode_params(img_fmt: str, quality: int) -> list[int]:
     return []
 
 
+def can_encode(img_fmt: str) -> bool:
+    """Whether OpenCV can encode images as ``img_fmt`` (an extension: ``.png``, ``.jpg``, ``.webp``, ...)."""
+    return bool(img_fmt) and bool(opencv().haveImageWriter("image" + img_fmt))
+
+
 def encode_image(img: np.ndarray, img_fmt: str = ".jpg", quality: int = 95) -> bytes:
     """Encode an HWC (or HW) ``uint8`` BGR image as ``img_fmt`` (``.jpg`` or ``.png``, or any OpenCV format)."""
     cv2 = opencv()
-    ok, buf = cv2.imencode(img_fmt, img, encode_params(img_fmt, quality))
+    try:
+        ok, buf = cv2.imencode(img_fmt, img, encode_params(img_fmt, quality))
+    except cv2.error:  # no encoder for the extension
+        if can_encode(img_fmt):
+            raise
+        raise MxrecError(f"OpenCV cannot encode images as {img_fmt!r} (it writes .png, .jpg, .bmp, .tif, "
+                         ".webp, ...)") from None
     if not ok:
         raise MxrecError(f"OpenCV could not encode a {getattr(img, 'shape', '?')} image as {img_fmt!r}")
     return buf.tobytes()

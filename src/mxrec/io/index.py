@@ -8,56 +8,156 @@ naming rule) is :mod:`mxrec.format.idx`; this module does the file I/O.
 * :func:`read_index` raises on a malformed file; :func:`try_read_index` is for
   callers that carry on without one (the doctor, repair) and want the error.
 * :func:`scan_index` / :func:`build_index` rebuild a lost or broken ``.idx``.
+
+Every path may be a URL (:mod:`mxrec.io.filesystem`); an ``.idx`` written to
+one is uploaded whole when complete.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 
 from mxrec.errors import IndexFileError
 from mxrec.format import framing
 from mxrec.format.header import ID_OFFSET, IRHEADER_SIZE
-from mxrec.format.idx import Index, KeyType, format_index, index_path_for, parse_index
+from mxrec.format.idx import (
+    Index,
+    IntIndexBuilder,
+    IntKeys,
+    KeyType,
+    check_unique,
+    format_index,
+    index_path_for,
+    parse_index,
+    parse_int_lines,
+)
 from mxrec.io.atomic import atomic_open
-from mxrec.io.mapping import map_file, release
+from mxrec.io.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
+from mxrec.io.mapping import mapped
 
 KEY_SOURCES = ("auto", "position", "id")
+T = TypeVar("T")
 
 
-def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None) -> str | None:
+def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                  storage_options: StorageOptions = None) -> str | None:
     """The ``.idx`` of ``rec_path``: ``idx_path`` if given, else the one beside the ``.rec`` if it exists, else None."""
     if idx_path is not None:
         return os.fspath(idx_path)
     candidate = index_path_for(rec_path)
-    return candidate if os.path.exists(candidate) else None
+    return candidate if exists(candidate, storage_options) else None
 
 
-def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True) -> Index:
-    """Read and parse an ``.idx`` file; raises :class:`~mxrec.errors.IndexFileError` naming the bad line."""
+def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True,
+               storage_options: StorageOptions = None) -> Index:
+    """Read and parse an ``.idx`` file; raises :class:`~mxrec.errors.IndexFileError` naming the bad line.
+
+    Local integer-keyed files are parsed a chunk at a time on a few threads,
+    into compact arrays (:class:`~mxrec.format.idx.IntKeys`): the text is never
+    held whole, and no Python object is made per key. A remote ``.idx`` is read
+    whole, in one request.
+    """
+    path = os.fspath(path)
+    index = _read_int_index(local_path(path)) if key_type is int and not is_url(path) else None
+    if index is None:
+        return parse_index(read_bytes(path, storage_options), key_type, path, allow_duplicates)
+    if not allow_duplicates:
+        check_unique(index, path)
+    return index
+
+
+_CHUNK = 2 << 20  # bytes of .idx text parsed at once
+
+
+def _read_int_index(path: str | os.PathLike) -> Index | None:
+    """The index of a file of plain ``digits<TAB>digits`` lines, or None for any other file (and an empty one).
+
+    Plain reads (not a memory map, whose pages would count as the process's
+    memory) of chunks that end at a line end, parsed on a few threads, added in
+    order; the arrays are sized from the first chunk's line density.
+    """
     with open(path, "rb") as f:
-        data = f.read()
-    return parse_index(data, key_type, path, allow_duplicates)
+        size = os.fstat(f.fileno()).st_size
+        builder = None
+        for lines in _in_order(parse_int_lines, _line_chunks(f)):
+            if lines is None:
+                return None
+            if builder is None:
+                density = len(lines.pairs) / min(_CHUNK, size)  # lines a byte, from the first chunk
+                builder = IntIndexBuilder(int(size * density * 1.05) + 16)
+            builder.add(lines)
+        return None if builder is None else builder.build()
 
 
-def try_read_index(path: str | os.PathLike, key_type: KeyType = int) -> tuple[Index | None, IndexFileError | None]:
+def _line_chunks(f: BinaryIO) -> Iterator[bytes]:
+    """The text of ``f`` in chunks of whole lines, each ending with a newline (one added at the end if missing)."""
+    while block := f.read(_CHUNK):
+        if not block.endswith(b"\n"):
+            block += f.readline()
+            if not block.endswith(b"\n"):
+                block += b"\n"
+        yield block
+
+
+def _in_order(fn: Callable[[bytes], T], items: Iterator[bytes]) -> Iterator[T]:
+    """``map(fn, items)`` on a few threads (``fn`` must release the GIL to gain), a few items in flight."""
+    threads = min(4, os.cpu_count() or 1)
+    head = list(itertools.islice(items, 2))
+    if len(head) < 2 or threads == 1:  # one chunk (most files): no threads
+        yield from map(fn, itertools.chain(head, items))
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="mxrec-idx") as pool:
+        pending: deque[Future[T]] = deque(pool.submit(fn, item) for item in head)
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) > threads:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def try_read_index(path: str | os.PathLike, key_type: KeyType = int,
+                   storage_options: StorageOptions = None) -> tuple[Index | None, IndexFileError | None]:
     """``(index, None)``, or ``(None, error)`` when the file does not parse (callers that can do without one)."""
     try:
-        return read_index(path, key_type), None
+        return read_index(path, key_type, storage_options=storage_options), None
     except IndexFileError as exc:
         return None, exc
 
 
-def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int]) -> None:
-    """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`)."""
-    text = format_index(keys, offsets)
-    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int],
+                storage_options: StorageOptions = None) -> None:
+    """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`), a block of lines at a time."""
+    key_blocks = (keys[i:i + _FORMAT_BLOCK] for i in range(0, len(keys), _FORMAT_BLOCK)) if isinstance(
+        keys, (IntKeys, list, range)) else _blocks(iter(keys))
+    offset_blocks = (offsets[i:i + _FORMAT_BLOCK] for i in range(0, len(offsets), _FORMAT_BLOCK)) if isinstance(
+        offsets, (np.ndarray, list, range)) else _blocks(iter(offsets))
+    with atomic_open(path, "w", encoding="utf-8", newline="", storage_options=storage_options) as f:
+        for key_block, offset_block in zip(key_blocks, offset_blocks, strict=False):
+            f.write(format_index(key_block, offset_block))
 
 
-def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, str]:
+_FORMAT_BLOCK = 1 << 16  # .idx lines formatted and written at once
+
+
+def _blocks(items: Iterator) -> Iterator[list]:
+    while block := list(itertools.islice(items, _FORMAT_BLOCK)):
+        yield block
+
+
+def scan_index(rec_path: str | os.PathLike, keys: str = "auto",
+               storage_options: StorageOptions = None) -> tuple[Index, str]:
     """Build an index by scanning a ``.rec``; return it and the key source used.
 
     ``keys``: ``"position"`` numbers records 0, 1, ... in file order; ``"id"``
@@ -69,43 +169,68 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto") -> tuple[Index, 
     if keys not in KEY_SOURCES:
         raise ValueError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
     rec_path = os.fspath(rec_path)
-    buf = map_file(rec_path)
-    try:
-        offsets = framing.record_offsets(buf, path=rec_path)
+    with mapped(rec_path, storage_options) as buf:
+        offsets = framing.record_offset_array(buf, path=rec_path)
         if keys == "position":
-            return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
+            return Index(IntKeys(range(len(offsets))), offsets, True), "position"
         ids = _header_ids(buf, offsets)
-    finally:
-        release(buf)
-    if ids is not None and len(set(ids)) == len(ids):
-        return Index(ids, np.array(offsets, dtype=np.int64)), "id"
+    if ids is not None and not _repeats(ids):
+        return Index(_compact_keys(ids), offsets), "id"
     if keys == "id":
         why = "a record is too short for an IRHeader" if ids is None else "record ids are not unique"
         raise IndexFileError(rec_path, f"cannot key the index by record id: {why}")
-    return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), True), "position"
+    return Index(IntKeys(range(len(offsets))), offsets, True), "position"
 
 
-def _header_ids(buf: framing.Buffer, offsets: list[int]) -> list[int] | None:
-    """``IRHeader.id`` of each record, or None if some record cannot hold a header."""
-    ids = []
-    id_at = framing.PART_HEADER_SIZE + ID_OFFSET
-    for offset in offsets:
-        _, lrec = framing.PART_HEADER.unpack_from(buf, offset)
-        if lrec < framing.FULL_LIMIT:  # single part: the id is at a fixed place
-            if lrec < IRHEADER_SIZE:
+def _repeats(ids: np.ndarray) -> bool:
+    """Whether some id appears twice."""
+    ordered = np.sort(ids)
+    return bool((ordered[1:] == ordered[:-1]).any())
+
+
+def _compact_keys(ids: np.ndarray) -> IntKeys | list[int]:
+    """Record ids (uint64) as :class:`IntKeys` when they fit in int64, else as a list of ints."""
+    if len(ids) and ids.max() >= 1 << 63:
+        return ids.tolist()
+    return IntKeys.from_array(ids.astype(np.int64))
+
+
+def _header_ids(buf: framing.Buffer, offsets: np.ndarray) -> np.ndarray | None:
+    """``IRHeader.id`` of each record, or None if some record cannot hold a header.
+
+    Read with numpy for single-part records (the id is at a fixed place after the part header), a block of
+    records at a time (bounded temporaries); records cut into parts are decoded one by one.
+    """
+    ids = np.empty(len(offsets), np.uint64)
+    words = np.frombuffer(buf, dtype="<u4", count=len(buf) // 4)
+    try:
+        for first in range(0, len(offsets), _ID_BLOCK):
+            starts = offsets[first:first + _ID_BLOCK]
+            lrec = words[starts // 4 + 1]
+            single = lrec < framing.FULL_LIMIT
+            if (single & (lrec < IRHEADER_SIZE)).any():
                 return None
-            ids.append(int.from_bytes(buf[offset + id_at:offset + id_at + 8], "little"))
-            continue
-        payload, _ = framing.decode_record(buf, offset)
-        if len(payload) < IRHEADER_SIZE:
-            return None
-        ids.append(int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little"))
+            id_word = (starts + framing.PART_HEADER_SIZE + ID_OFFSET) // 4  # the id's low word: 4-byte aligned
+            low = words[np.minimum(id_word, len(words) - 2)].astype(np.uint64)
+            high = words[np.minimum(id_word + 1, len(words) - 1)].astype(np.uint64)
+            ids[first:first + len(starts)] = low | (high << np.uint64(32))
+            for position in (first + np.flatnonzero(~single)).tolist():
+                payload, _ = framing.decode_record(buf, int(offsets[position]))
+                if len(payload) < IRHEADER_SIZE:
+                    return None
+                ids[position] = int.from_bytes(payload[ID_OFFSET:ID_OFFSET + 8], "little")
+    finally:
+        del words
     return ids
 
 
+_ID_BLOCK = 1 << 20  # records whose header ids are read at once
+
+
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
-                keys: str = "auto") -> tuple[Index, str]:
+                keys: str = "auto", storage_options: StorageOptions = None) -> tuple[Index, str]:
     """Scan ``rec_path`` and write its ``.idx`` (default: beside it) atomically; see :func:`scan_index`."""
-    index, source = scan_index(rec_path, keys)
-    write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets)
+    index, source = scan_index(rec_path, keys, storage_options)
+    write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
+                storage_options)
     return index, source

@@ -1,4 +1,4 @@
-"""``.lst`` image lists and ``.labels`` label files on disk (their text formats: :mod:`mxrec.format.lst`)."""
+"""``.lst`` image lists and ``.labels`` label files, local or at a URL (their text formats: :mod:`mxrec.format.lst`)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from collections.abc import Iterable, Iterator
 
 from mxrec.format.lst import ListEntry, format_label_names, format_list_line, parse_label_names, parse_list_line
 from mxrec.io.atomic import atomic_open
+from mxrec.io.filesystem import open_input
 
 LABELS_SUFFIX = ".labels"
 
 
 def iter_numbered_list(path: str | os.PathLike) -> Iterator[tuple[int, ListEntry]]:
     """``(line number, entry)`` for each entry of a ``.lst`` file, in file order (blank lines skipped)."""
-    with open(path, encoding="utf-8") as f:
+    with open_input(os.fspath(path), "r", encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if line.strip():
                 yield number, parse_list_line(line, path, number)
@@ -47,7 +48,7 @@ def label_names_path(prefix: str | os.PathLike) -> str:
 
 def read_label_names(path: str | os.PathLike) -> dict[int, str]:
     """Read a label file (``label<TAB>name`` lines, as ``mxrec list`` writes)."""
-    with open(path, encoding="utf-8") as f:
+    with open_input(os.fspath(path), "r", encoding="utf-8") as f:
         return parse_label_names(f.read(), path)
 
 

@@ -8,6 +8,11 @@ threads, and a forked child can go on using the mapping it inherited. Pickled,
 it carries only its path and index, and maps the file again on first use in the
 receiving process, so it works in ``DataLoader`` workers under fork and spawn.
 
+A URL (``s3://``, ``http://``, ``memory://``...) gives a
+:class:`~mxrec.io.remote_reader.RemoteRecordReader` with the same API, which
+reads the file in place with coalesced ranged requests; ``file://`` URLs and
+plain paths stay on the mapping.
+
 The record offsets come from the ``.idx`` beside the file when there is one, or
 else from one scan of the file (:func:`mxrec.format.framing.record_offsets`). Keys are
 the ``.idx`` keys, or the record positions ``0..n-1`` after a scan. ``.idx``
@@ -18,7 +23,6 @@ so opening costs no pass over the data. ``mxrec verify`` checks every offset.
 
 from __future__ import annotations
 
-import array
 import mmap
 import os
 from collections.abc import Iterator, Sequence
@@ -29,32 +33,74 @@ import numpy as np
 from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
-from mxrec.format.idx import Index, KeyType
+from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
+from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index, resolve_index
+from mxrec.io.keys import KeyStore
 from mxrec.io.mapping import map_file, release
 
 _unpack_part_header = framing.PART_HEADER.unpack_from
 _MAGIC = framing.MAGIC
 _FULL_LIMIT = framing.FULL_LIMIT
 _ITER_BLOCK = 4096  # records whose headers iteration reads at once
+_CHECK_BLOCK = 1 << 16  # .idx offsets range-checked at once
 
 
 def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
                        index_path: str | None) -> None:
     """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
-    bad = (offsets < 0) | (offsets + framing.PART_HEADER_SIZE > size) | (offsets % 4 != 0)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        off = int(offsets[i])
-        why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
-        raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)", key=keys[i])
+    for first in range(0, len(offsets), _CHECK_BLOCK):  # in blocks: no full-size temporaries for 10M keys
+        block = offsets[first:first + _CHECK_BLOCK]
+        bad = (block < 0) | (block > size - framing.PART_HEADER_SIZE) | (block & 3 != 0)
+        if bad.any():
+            i = first + int(np.flatnonzero(bad)[0])
+            off = int(offsets[i])
+            why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
+            raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)",
+                                 key=keys[i])
 
 
-class RecordReader:
+class KeyedRecords:
+    """What every reader derives from ``position(key)``, ``reader[i]`` and ``close()``: look-ups by key, ``with``."""
+
+    def position(self, key: object) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, position: int) -> bytes:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def read_key(self, key: object) -> bytes:
+        """The record stored under ``key``."""
+        return self[self.position(key)]
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self.position(key)
+        except RecordKeyError:
+            return False
+        return True
+
+    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
+        """``(IRHeader, rest)`` of the record at ``position``."""
+        return unpack(self[position])
+
+    def __enter__(self) -> KeyedRecords:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecordReader(KeyedRecords):
     """Random access to the records of a local ``.rec`` file.
 
     ``index``: ``None`` uses the ``.idx`` beside the file if it exists and scans
-    otherwise; a path uses that ``.idx``; ``False`` always scans. ``key_type``
+    otherwise; ``True`` requires the ``.idx`` beside the file (as
+    :class:`~mxrec.io.writer.RecordWriter`'s ``index=True`` names it); a path
+    uses that ``.idx``; ``False`` always scans. ``key_type``
     converts ``.idx`` keys (``int`` by default, ``str`` for string keys).
     ``duplicates``: ``"error"`` (default) rejects an ``.idx`` with a repeated
     key; ``"last"`` keeps MXNet's rule (the last line wins for key look-ups).
@@ -67,13 +113,30 @@ class RecordReader:
     payload in position order.
     """
 
+    is_remote = False
+
+    def __new__(cls, *args: object, **kwargs: object) -> RecordReader:
+        path = args[0] if args else kwargs.get("path")
+        if cls is RecordReader and isinstance(path, str) and is_url(path):
+            from mxrec.io.remote_reader import RemoteRecordReader
+
+            return super().__new__(RemoteRecordReader)
+        return super().__new__(cls)
+
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error",
-                 strict: bool = True) -> None:
-        self.path = os.fspath(path)
+                 strict: bool = True, storage_options: object = None, cache_dir: object = None) -> None:
+        # storage_options and cache_dir apply to remote files only (RemoteRecordReader).
+        self.path = local_path(path)
         if duplicates not in ("error", "last"):
             raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
-        self.index_path: str | None = None if isinstance(index, bool) else resolve_index(self.path, index)
+        if index is True:
+            index = index_path_for(self.path)
+            if not os.path.exists(index):
+                raise IndexFileError(index, f"no .idx beside {self.path} (index=True asks for it)")
+        if isinstance(index, str):
+            index = local_path(index)
+        self.index_path: str | None = None if index is False else resolve_index(self.path, index)
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
@@ -89,36 +152,33 @@ class RecordReader:
         except BaseException:
             self.close()
             raise
-        self.keys: list = parsed.keys
+        self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
-        count = len(parsed.keys)
-        self._keys_are_positions = parsed.increasing and (
-            not count or (parsed.keys[0], parsed.keys[-1]) == (0, count - 1))
-        self._positions: dict | None = None
-        self._table = array.array("q", parsed.offsets.tobytes())
+        self._key_store = KeyStore(parsed.keys)
+        self._table = memoryview(parsed.offsets)  # item access gives ints, faster than numpy's
 
     def _scan(self) -> Index:
         try:
-            offsets = framing.record_offsets(self._buf, path=self.path)
+            offsets = framing.record_offset_array(self._buf, path=self.path)
         except RecordFormatError as exc:
             if self.strict:
                 raise
             spans, faults = framing.salvage_spans(self._buf, self.path)
             self.damage = faults[0] if faults else exc
             offsets = [span.offset for span in spans]
-        return Index(list(range(len(offsets))), np.array(offsets, dtype=np.int64), increasing=True)
+        return Index(IntKeys(range(len(offsets))), np.asarray(offsets, dtype=np.int64), increasing=True)
 
     # -- state -------------------------------------------------------------
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_buf"] = state["_positions"] = None
+        state["_buf"] = None
         del state["_table"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._table = array.array("q", self.offsets.tobytes())
+        self._table = memoryview(self.offsets)
 
     def _buffer(self) -> mmap.mmap | bytes:
         """The mapping, made on first use after unpickling."""
@@ -133,12 +193,6 @@ class RecordReader:
         release(self._buf)
         self._buf = None
         self._closed = True
-
-    def __enter__(self) -> RecordReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __del__(self) -> None:
         release(self.__dict__.get("_buf"))
@@ -210,26 +264,10 @@ class RecordReader:
 
     def position(self, key: object) -> int:
         """Position of the record with ``key`` (the last one when duplicates are allowed)."""
-        if self._keys_are_positions and type(key) is int and 0 <= key < len(self._table):
-            return key
-        positions = self._positions
-        if positions is None:
-            positions = self._positions = {k: i for i, k in enumerate(self.keys)}
         try:
-            return positions[key]
-        except (KeyError, TypeError):
+            return self._key_store.position(key)
+        except KeyError:
             raise RecordKeyError(self.index_path or self.path, key) from None
-
-    def read_key(self, key: object) -> bytes:
-        """The record stored under ``key``."""
-        return self[self.position(key)]
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self.position(key)
-        except RecordKeyError:
-            return False
-        return True
 
     def header(self, position: int) -> IRHeader:
         """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
@@ -242,9 +280,14 @@ class RecordReader:
         finally:
             view.release()
 
-    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
-        """``(IRHeader, rest)`` of the record at ``position``."""
-        return unpack(self[position])
+    @property
+    def nbytes(self) -> int:
+        """Size of the ``.rec`` file in bytes."""
+        return len(self._buffer())
+
+    def describe(self, position: int) -> str:
+        """``file: record key`` for messages."""
+        return f"{self.path}: record {self.keys[position]!r}"
 
     def __repr__(self) -> str:
         return f"RecordReader({self.path!r}, {len(self)} records, index={self.index_path!r})"

@@ -12,6 +12,9 @@ All shards are written under ``<name>.partial`` and renamed only when the
 whole job closes successfully, so an interrupted job leaves no shard that
 looks finished, not even the early ones. The set's manifest
 (:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written last.
+``rec_path`` may be a URL: every shard is then spooled locally and uploaded
+by ``close`` (:class:`~mxrec.io.atomic.RemoteOutput`), ``.rec`` before
+``.idx``, the manifest last.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 from mxrec.errors import OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, parse_manifest
-from mxrec.io.atomic import PartialFile, atomic_open
+from mxrec.io.atomic import PartialFile, RemoteOutput, atomic_open, output_for
+from mxrec.io.filesystem import StorageOptions, basename, exists, filesystem, is_url, read_bytes, remote_error
 from mxrec.io.writer import RecordWriter
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -42,8 +46,9 @@ class ShardLimit:
     def __post_init__(self) -> None:
         if (self.records is None) == (self.bytes is None):
             raise OptionError("a shard limit needs exactly one of records or bytes")
-        if (self.records or self.bytes or 0) < 1:
-            raise OptionError(f"a shard limit must be positive, not {self.records or self.bytes}")
+        value = self.records if self.records is not None else self.bytes
+        if value < 1:
+            raise OptionError(f"a shard limit must be positive, not {value}")
 
 
 def parse_shard_size(text: str) -> ShardLimit:
@@ -64,26 +69,34 @@ def shard_paths(rec_path: str | os.PathLike, number: int) -> tuple[str, str]:
     return f"{stem}_{number:05d}{ext or '.rec'}", f"{stem}_{number:05d}.idx"
 
 
-def read_manifest(path: str | os.PathLike) -> Manifest:
-    """Read and parse a shard-set manifest (:class:`~mxrec.errors.ManifestError` names the file)."""
-    with open(path, "rb") as f:
-        return parse_manifest(f.read(), path)
+def read_manifest(path: str | os.PathLike, storage_options: StorageOptions = None) -> Manifest:
+    """Read and parse a shard-set manifest, local or at a URL (:class:`~mxrec.errors.ManifestError` names the file)."""
+    return parse_manifest(read_bytes(os.fspath(path), storage_options), path)
 
 
-def write_manifest(path: str | os.PathLike, manifest: Manifest) -> None:
-    """Write a shard-set manifest atomically."""
-    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
+def write_manifest(path: str | os.PathLike, manifest: Manifest, storage_options: StorageOptions = None) -> None:
+    """Write a shard-set manifest atomically (uploaded whole for a URL)."""
+    with atomic_open(path, "w", encoding="utf-8", newline="\n", storage_options=storage_options) as f:
         f.write(manifest.to_json())
 
 
-def describe_shards(paths: list[tuple[str, str | None]], records: list[int], folder: str) -> Manifest:
-    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each, names relative to ``folder``."""
+def describe_shards(paths: list[tuple[str, str | None]], records: list[int], folder: str,
+                    written: list[tuple[str, str | None]] | None = None) -> Manifest:
+    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each, names relative to ``folder``.
+
+    Sizes are read from ``written`` (where the bytes are now, e.g. local spool files of remote shards), by default
+    from ``paths``.
+    """
     entries = []
-    for (rec, idx), count in zip(paths, records, strict=True):
+    for (rec, idx), (rec_now, idx_now), count in zip(paths, written or paths, records, strict=True):
         entries.append(ShardEntry(
-            rec=os.path.relpath(rec, folder), idx=None if idx is None else os.path.relpath(idx, folder),
-            records=count, rec_bytes=os.path.getsize(rec), idx_bytes=None if idx is None else os.path.getsize(idx)))
+            rec=_relative(rec, folder), idx=None if idx is None else _relative(idx, folder), records=count,
+            rec_bytes=os.path.getsize(rec_now), idx_bytes=None if idx_now is None else os.path.getsize(idx_now)))
     return Manifest(tuple(entries))
+
+
+def _relative(path: str, folder: str) -> str:
+    return basename(path) if is_url(path) else os.path.relpath(path, folder)
 
 
 class ShardedWriter:
@@ -92,11 +105,14 @@ class ShardedWriter:
     The manifest (:attr:`manifest_path`) is written after every shard is in place.
     """
 
-    def __init__(self, rec_path: str | os.PathLike, limit: ShardLimit) -> None:
-        self.rec_path = os.fspath(rec_path)
+    def __init__(self, rec_path: str | os.PathLike, limit: ShardLimit, *,
+                 storage_options: StorageOptions = None) -> None:
+        self.rec_path = os.fspath(rec_path).removeprefix("file://")
         self.limit = limit
+        self.storage_options = storage_options
         self.manifest_path = manifest_path(self.rec_path)
         self._counts: list[int] = []  # records of each shard completed and closed (still under partial names)
+        self._outputs: list[tuple[PartialFile | RemoteOutput, PartialFile | RemoteOutput]] = []
         self._current: RecordWriter | None = None
         self._closed = False
 
@@ -121,7 +137,9 @@ class ShardedWriter:
                 self._current = None
                 current.close()
                 self._counts.append(len(current))
-            rec, idx = (PartialFile(path) for path in shard_paths(self.rec_path, len(self._counts)))
+            rec, idx = (output_for(path, self.storage_options) for path in shard_paths(self.rec_path,
+                                                                                         len(self._counts)))
+            self._outputs.append((rec, idx))
             current = self._current = RecordWriter(rec.path, idx.path)
         return current.write(payload, key)
 
@@ -139,20 +157,32 @@ class ShardedWriter:
     def close(self) -> None:
         """Finish every shard, move them all into place, then write the manifest. Idempotent."""
         if self._stop():
+            self._remove_old_manifest()  # an older set's manifest must never describe the new shards
+            manifest = describe_shards(self.paths, self._counts, os.path.dirname(self.manifest_path),
+                                       [(rec.path, idx.path) for rec, idx in self._outputs])
+            for outputs in self._outputs:
+                for output in outputs:
+                    output.commit()
+            write_manifest(self.manifest_path, manifest, self.storage_options)
+
+    def _remove_old_manifest(self) -> None:
+        if not is_url(self.manifest_path):
             if os.path.exists(self.manifest_path):
-                os.unlink(self.manifest_path)  # an older set's manifest must never describe the new shards
-            for paths in self.paths:
-                for path in paths:
-                    PartialFile(path).commit()
-            write_manifest(self.manifest_path, describe_shards(self.paths, self._counts,
-                                                               os.path.dirname(self.manifest_path)))
+                os.unlink(self.manifest_path)
+            return
+        if exists(self.manifest_path, self.storage_options):
+            fs, path = filesystem(self.manifest_path, self.storage_options)
+            try:
+                fs.rm_file(path)
+            except Exception as exc:
+                raise remote_error(self.manifest_path, exc, "removing the old manifest") from None
 
     def abort(self) -> None:
         """Stop and remove every shard written so far."""
         if self._stop():
-            for paths in self.paths:
-                for path in paths:
-                    PartialFile(path).discard()
+            for outputs in self._outputs:
+                for output in outputs:
+                    output.discard()
 
     def __len__(self) -> int:
         return sum(self._counts) + (len(self._current) if self._current is not None else 0)

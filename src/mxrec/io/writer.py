@@ -9,12 +9,17 @@ Guarantees:
   renamed into place only by a successful :meth:`RecordWriter.close`; an
   exception inside ``with`` (or Ctrl-C) removes the partial files, so nothing
   that looks finished is ever left half-written.
+* A URL (``s3://...``) is written locally and uploaded by :meth:`RecordWriter.close`
+  (always atomic: :class:`~mxrec.io.atomic.RemoteOutput`), the ``.rec``
+  before its ``.idx``, byte-identical to a local write; an exception inside
+  ``with`` uploads nothing.
 * A writer belongs to the process that opened it; using it in a forked child
   raises :class:`~mxrec.errors.ForkedWriterError` instead of interleaving bytes.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable
 from typing import BinaryIO, TextIO
@@ -23,8 +28,9 @@ import numpy as np
 
 from mxrec.errors import ClosedFileError, ForkedWriterError
 from mxrec.format import framing
-from mxrec.format.idx import KeyType, format_index_line, index_path_for
-from mxrec.io.atomic import PartialFile
+from mxrec.format.idx import KeyType, format_index, index_path_for
+from mxrec.io.atomic import output_for
+from mxrec.io.filesystem import StorageOptions, is_url, local_path
 
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
 _SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise
@@ -32,14 +38,16 @@ _search_magic = framing.search_magic
 _MAGIC_WORD = framing.MAGIC
 _pack_header = framing.PART_HEADER.pack
 
-# How many forks lie between the first process and this one. A writer records it
-# when opened; a mismatch on write means it was inherited through fork. (Cheaper
-# than asking for the process id on every write.)
-_forks_seen = [0]
-os.register_at_fork(after_in_child=lambda: _forks_seen.__setitem__(0, _forks_seen[0] + 1))
+#: How many forks lie between the first process and this one (a one-item list). A writer
+#: records it when opened; a mismatch on write means it was inherited through fork.
+#: (Cheaper than asking for the process id on every write.)
+FORK_GENERATION = [0]
+os.register_at_fork(after_in_child=lambda: FORK_GENERATION.__setitem__(0, FORK_GENERATION[0] + 1))
 _PADDING = framing.PADDING
 _join = b"".join
-_GROUP = 64  # small records framed and checked together by write_batch (~64 KB: heap memory, reused)
+_GROUP = 256  # small records framed and checked together by write_batch
+_WRITE_THROUGH = 64 << 10  # records from this size on bypass the file buffer
+_IOV_MAX = 1024  # buffers one writev call may take (POSIX's minimum for IOV_MAX)
 
 
 class RecordWriter:
@@ -52,15 +60,18 @@ class RecordWriter:
     """
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
-                 key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20) -> None:
-        self.path = os.fspath(path)
+                 key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20,
+                 storage_options: StorageOptions = None) -> None:
+        self.path = local_path(path)
         if index is True:
             index = index_path_for(self.path)
-        self.index_path: str | None = os.fspath(index) if index else None
+        self.index_path: str | None = local_path(index) if index else None
         self.key_type = key_type
+        if is_url(self.path) or (self.index_path is not None and is_url(self.index_path)):
+            atomic = True  # a remote file is uploaded whole by close()
         self.atomic = atomic
         self._pid = os.getpid()
-        self._forks = _forks_seen[0]
+        self._forks = FORK_GENERATION[0]
         self._position = 0
         self._count = 0
         # Index entries not yet written: keys and offsets, formatted in bulk by flush().
@@ -68,7 +79,7 @@ class RecordWriter:
         self._pending_offsets: list[int] = []
         # With ``atomic``, each output is written under its partial name and committed by close().
         outputs = [self.path] if self.index_path is None else [self.path, self.index_path]
-        self._partials = [PartialFile(target) for target in outputs] if atomic else []
+        self._partials = [output_for(target, storage_options) for target in outputs] if atomic else []
         rec_target = self._partials[0].path if atomic else self.path
         self._rec: BinaryIO | None = open(rec_target, "wb", buffering=buffer_size)
         self._idx: TextIO | None = None
@@ -97,7 +108,7 @@ class RecordWriter:
         rec = self._rec
         if rec is None:
             raise ClosedFileError(f"{self.path}: writer is closed")
-        if self._forks != _forks_seen[0]:
+        if self._forks != FORK_GENERATION[0]:
             raise ForkedWriterError(
                 f"{self.path}: writer opened in process {self._pid} used in process {os.getpid()}; "
                 "open a new writer in each process")
@@ -111,13 +122,18 @@ class RecordWriter:
         unless ``indexed`` is false.
         """
         rec = self._rec
-        if rec is None or self._forks != _forks_seen[0]:
+        if rec is None or self._forks != FORK_GENERATION[0]:
             rec = self._writable()  # raises
         if type(payload) is not bytes and not isinstance(payload, bytearray):
             payload = bytes(payload)
         offset = self._position
         length = len(payload)
-        if length < _SMALL_RECORD and _search_magic(payload) is None:
+        if length < _SMALL_RECORD:
+            single_part = _search_magic(payload) is None
+        else:  # one numpy comparison over the aligned words (mid-size records, e.g. packed images)
+            single_part = length < _WRITE_THROUGH and not (
+                np.frombuffer(payload, "<u4", length >> 2) == _MAGIC_WORD).any()
+        if single_part:
             rec.write(_pack_header(_MAGIC_WORD, length) + payload + _PADDING[-length & 3])
             self._position = offset + 8 + length + (-length & 3)
         else:
@@ -134,58 +150,74 @@ class RecordWriter:
                     *, indexed: bool = True) -> list[int]:
         """Append several records; return their offsets. Faster than :meth:`write` in a loop.
 
-        ``keys`` (default: the records' positions) list them in the index. If a
-        payload is rejected, the records before it stay written and listed.
+        ``keys`` (default: the records' positions) list them in the index, one
+        key per payload: a different number of keys raises ``ValueError``
+        before anything is written. If a payload is rejected, the records
+        before it stay written and listed.
         """
         rec = self._writable()
+        if keys is not None:
+            payloads, keys = list(payloads), list(keys)
+            if len(keys) != len(payloads):
+                raise ValueError(f"{self.path}: write_batch got {len(payloads)} payloads but {len(keys)} keys; "
+                                 "nothing was written")
         offsets: list[int] = []
-        group: list = []  # small payloads framed and written together
         try:
-            for payload in payloads:
-                if type(payload) is not bytes and not isinstance(payload, bytearray):
-                    payload = bytes(payload)
-                if len(payload) < _SMALL_RECORD:
-                    group.append(payload)
-                    if len(group) < _GROUP:
-                        continue
-                full, group = group, []
-                self._write_group(rec, full, offsets)
-                if len(payload) >= _SMALL_RECORD:
-                    written = _write_parts(rec, payload)  # may reject the payload: list it only once written
+            items = [p if type(p) is bytes or isinstance(p, bytearray) else bytes(p) for p in payloads]
+            lengths = list(map(len, items))
+            all_small = max(lengths, default=0) < _SMALL_RECORD
+            start = 0
+            while start < len(items):
+                # The run of small payloads from ``start`` (at most _GROUP) is framed and written at once.
+                if all_small:
+                    stop = min(start + _GROUP, len(items))
+                else:
+                    stop = start
+                    while stop < len(items) and stop - start < _GROUP and lengths[stop] < _SMALL_RECORD:
+                        stop += 1
+                if stop > start:
+                    self._write_group(rec, items[start:stop], lengths[start:stop], offsets)
+                    start = stop
+                else:
+                    written = _write_parts(rec, items[start])  # may reject the payload: list it only once written
                     offsets.append(self._position)
                     self._position += written
+                    start += 1
         finally:
-            if group:  # the records before a rejected one are still written
-                self._write_group(rec, group, offsets)
             if indexed and self._idx is not None and offsets:
                 if keys is None:
                     self._pending_keys.extend(range(self._count, self._count + len(offsets)))
                 else:
-                    self._pending_keys.extend(self.key_type(k) for k, _ in zip(keys, offsets, strict=False))
+                    self._pending_keys.extend(itertools.islice(map(self.key_type, keys), len(offsets)))
                 self._pending_offsets.extend(offsets)
             self._count += len(offsets)
             if len(self._pending_offsets) >= _FLUSH_INDEX_EVERY:
                 self.flush()
         return offsets
 
-    def _write_group(self, rec: BinaryIO, group: list, offsets: list[int]) -> None:
+    def _write_group(self, rec: BinaryIO, group: list, lengths: list[int], offsets: list[int]) -> None:
         """Write small payloads with one call, framed as single parts unless one holds an aligned magic."""
-        position = self._position
-        starts = []
-        parts: list = []
-        for payload in group:
-            length = len(payload)
-            starts.append(position)
-            parts += (_pack_header(_MAGIC_WORD, length), payload, _PADDING[-length & 3])
-            position += 8 + length + (-length & 3)
+        count = len(group)
+        sizes = np.array(lengths, np.int64)
+        padding = -sizes & 3
+        padded = bool(padding.any())
+        sizes += 8 + padding
+        ends = np.cumsum(sizes)
+        ends += self._position
+        # Interleave headers, payloads (and padding) by slice assignment: no Python loop per record.
+        parts: list = [None] * (count * (3 if padded else 2))
+        step = 3 if padded else 2
+        parts[0::step] = map(_pack_header, itertools.repeat(_MAGIC_WORD, count), lengths)
+        parts[1::step] = group
+        if padded:
+            parts[2::step] = [_PADDING[n] for n in padding.tolist()]
         data = _join(parts)
         # Every part starts 4-aligned, so a payload's aligned offsets are aligned in ``data`` too:
         # if the only aligned magics are the part headers', no payload needs splitting.
-        words = np.frombuffer(data, dtype="<u4")
-        if np.count_nonzero(words == _MAGIC_WORD) == len(group):
-            rec.write(data)
-            self._position = position
-            offsets.extend(starts)
+        if np.count_nonzero(np.frombuffer(data, dtype="<u4") == _MAGIC_WORD) == count:
+            _write_buffer(rec, data)
+            offsets.extend((ends - sizes).tolist())
+            self._position = int(ends[-1])
             return
         for payload in group:
             offsets.append(self._position)
@@ -197,7 +229,7 @@ class RecordWriter:
             return
         self._rec.flush()
         if self._idx is not None and self._pending_offsets:
-            self._idx.write(_format_entries(self._pending_keys, self._pending_offsets, self.key_type))
+            self._idx.write(format_index(self._pending_keys, self._pending_offsets))
             self._pending_keys.clear()
             self._pending_offsets.clear()
             self._idx.flush()
@@ -241,7 +273,7 @@ class RecordWriter:
 
     def __del__(self) -> None:
         # An atomic writer that was never closed did not finish: leave no partial files behind.
-        if self.__dict__.get("_rec") is not None and self._forks == _forks_seen[0]:
+        if self.__dict__.get("_rec") is not None and self._forks == FORK_GENERATION[0]:
             if self.atomic:
                 self.abort()
             else:
@@ -252,18 +284,40 @@ class RecordWriter:
 
 
 def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
-    """Write a large or magic-holding payload part by part; return the bytes written."""
+    """Write a large or magic-holding payload part by part; return the bytes written.
+
+    From ``_WRITE_THROUGH`` bytes on, the parts go to the file in one ``writev``
+    call (the buffer flushed first): no copy into the buffer, one system call.
+    """
     chunks = framing.record_chunks(payload)
-    for chunk in chunks:
-        rec.write(chunk)
-    return sum(len(c) for c in chunks)
+    size = sum(map(len, chunks))
+    if size < _WRITE_THROUGH:
+        for chunk in chunks:
+            rec.write(chunk)
+        return size
+    rec.flush()
+    _write_all(rec, chunks)
+    return size
 
 
-def _format_entries(keys: list, offsets: list[int], key_type: KeyType) -> str:
-    """``.idx`` lines for ``keys`` at ``offsets``; integer keys in one bulk %-format (no per-line call)."""
-    if key_type is int:
-        flat: list[int] = [0] * (2 * len(keys))
-        flat[0::2] = keys
-        flat[1::2] = offsets
-        return ("%d\t%d\n" * len(keys)) % tuple(flat)
-    return "".join(map(format_index_line, keys, offsets))
+def _write_buffer(rec: BinaryIO, data: bytes) -> None:
+    """Write ``data``; from ``_WRITE_THROUGH`` bytes on straight to the file (after the buffer): one copy less."""
+    if len(data) < _WRITE_THROUGH:
+        rec.write(data)
+        return
+    rec.flush()
+    _write_all(rec, [data])
+
+
+def _write_all(rec: BinaryIO, chunks: list) -> None:
+    """``writev`` the chunks to ``rec``'s file descriptor, continuing after partial writes."""
+    fd = rec.fileno()
+    views = [memoryview(c) for c in chunks if len(c)]
+    first = 0
+    while first < len(views):
+        written = os.writev(fd, views[first:first + _IOV_MAX])
+        while first < len(views) and written >= len(views[first]):
+            written -= len(views[first])
+            first += 1
+        if written:
+            views[first] = views[first][written:]

@@ -12,6 +12,11 @@ known image). Layout in ``OUT_DIR``:
 * records with a label array (``flag > 0``) and, with ``flat``, all records go
   straight into ``OUT_DIR`` as ``<id>.<ext>``.
 
+An InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`;
+``layout`` as there) gives its faces only, each in the folder of its class
+(its label, or its first label): the header and identity records hold no
+image. The ``.lst`` then packs a plain dataset of the faces.
+
 Either way ``OUT_DIR/<name>.lst`` lists every file written, in record order,
 with the record id as index and the record's label(s) (in full where six
 decimals would lose float32 precision): packing it again with
@@ -25,21 +30,32 @@ only, label names are checked part by part (no ``..``, no absolute paths),
 every folder is checked after it is made (a symbolic link in ``OUT_DIR``
 pointing elsewhere is refused), and files are opened without following
 symbolic links.
+
+The input may be anything :func:`mxrec.io.shardset.open_dataset` opens (a URL,
+a shard set; read front to back in large reads). ``OUT_DIR`` may be a URL:
+the files are written to a local temporary folder and uploaded, the ``.lst``
+last, so a listed set is a complete one.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from mxrec.errors import HeaderError, UnsafePathError
+from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
+from mxrec.format.idx import KeyType
 from mxrec.format.lst import ListEntry, check_list_path
+from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
+from mxrec.io.filesystem import basename, filesystem, is_url, join, remote_error
+from mxrec.io.insightface import read_face_set
 from mxrec.io.lists import write_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import open_dataset
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -61,12 +77,18 @@ def label_folder(label: float, label_names: dict[int, str] | None = None) -> str
 
 @dataclass
 class ExtractResult:
-    """What :func:`extract_records` wrote."""
+    """What :func:`extract_records` wrote, and what it could not."""
 
     out_dir: str
     lst_path: str
     files: int = 0
     skipped: list[tuple[int, object, str]] = field(default_factory=list)  # (position, key, reason)
+    damage: str | None = None  # damaged framing stepped over while scanning a file without .idx
+
+    @property
+    def complete(self) -> bool:
+        """Whether every record came out (nothing skipped, no damage stepped over)."""
+        return not self.skipped and self.damage is None
 
 
 def _inside(real_root: str, path: str) -> bool:
@@ -94,38 +116,82 @@ def _labels(header: IRHeader) -> tuple[float, ...]:
 
 
 def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
-                    idx_path: str | os.PathLike | None = None, flat: bool = False,
-                    label_names: dict[int, str] | None = None) -> ExtractResult:
+                    idx_path: str | os.PathLike | None = None, key_type: KeyType = int, flat: bool = False,
+                    label_names: dict[int, str] | None = None, layout: str = "auto",
+                    progress: Callable[[int, int], None] | None = None) -> ExtractResult:
     """Write every record of ``rec_path`` as a file under ``out_dir``, plus ``out_dir/<name>.lst``.
 
-    A record too short for its ``IRHeader`` is skipped and listed in
-    :attr:`ExtractResult.skipped`.
+    A record that cannot be read (damaged framing under its ``.idx`` offset)
+    or is too short for its ``IRHeader`` is skipped and listed in
+    :attr:`ExtractResult.skipped`; without an ``.idx``, damaged framing is
+    stepped over and named in :attr:`ExtractResult.damage`. ``progress(done,
+    total)`` is called after each record; the ``.lst`` is written last, so an
+    interrupted extraction leaves image files but no ``.lst``.
     """
-    rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
+    out_dir = os.fspath(out_dir)
+    if is_url(out_dir):
+        with tempfile.TemporaryDirectory(prefix="mxrec-extract-", dir=os.environ.get("MXREC_SPOOL_DIR")) as local:
+            result = extract_records(rec_path, local, idx_path=idx_path, key_type=key_type, flat=flat,
+                                     label_names=label_names, layout=layout, progress=progress)
+            upload_folder(local, out_dir, last=result.lst_path)
+        result.out_dir = out_dir
+        result.lst_path = join(out_dir, os.path.basename(result.lst_path))
+        return result
     os.makedirs(out_dir, exist_ok=True)
     real_root = os.path.realpath(out_dir)
-    stem = os.path.splitext(os.path.basename(rec_path))[0]
+    stem = dataset_stem(rec_path)
     result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
+    if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
+        raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
     entries: list[ListEntry] = []
     used: set[str] = set()
-    with RecordReader(rec_path, index=idx_path) as reader:
-        for position in range(len(reader)):
-            record = reader[position]
+    with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
+        result.damage = None if reader.damage is None else str(reader.damage)
+        faces = read_face_set(reader, layout)
+        positions = range(len(reader)) if faces is None else faces.positions.tolist()
+        for done, position in enumerate(positions, 1):
             try:
+                record = reader[position]
                 header, start = unpack_header(record)
-            except HeaderError as exc:
+            except (HeaderError, RecordFormatError, IndexFileError) as exc:
                 result.skipped.append((position, reader.keys[position], str(exc)))
-                continue
-            body = memoryview(record)[start:]
-            name = str(header.id)
-            if name in used:
-                name = f"{header.id}_{position}"
-            used.add(name)
-            name += image_extension(body) or UNKNOWN_EXTENSION
-            folder = "" if flat or header.flag > 0 else label_folder(header.label, label_names)
-            relpath = os.path.join(folder, name)
-            _write_file(real_root, relpath, body)
-            entries.append(ListEntry(header.id, _labels(header), relpath.replace(os.sep, "/")))
+            else:
+                body = memoryview(record)[start:]
+                name = str(header.id)
+                if name in used:
+                    name = f"{header.id}_{position}"
+                used.add(name)
+                name += image_extension(body) or UNKNOWN_EXTENSION
+                label = header.label if faces is None or header.flag == 0 else float(header.label[0])
+                folder = "" if flat or (header.flag > 0 and faces is None) else label_folder(label, label_names)
+                relpath = os.path.join(folder, name)
+                _write_file(real_root, relpath, body)
+                entries.append(ListEntry(header.id, _labels(header), relpath.replace(os.sep, "/")))
+                result.files = len(entries)
+            if progress is not None:
+                progress(done, len(positions))
     write_list(result.lst_path, entries, exact=True)
-    result.files = len(entries)
     return result
+
+
+def dataset_stem(spec: object) -> str:
+    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, for ``[train_0.rec, ...]``."""
+    first = os.fspath(spec if isinstance(spec, (str, os.PathLike)) else next(iter(spec)))  # type: ignore[call-overload]
+    name = basename(first.rstrip("/"))
+    if name.endswith(MANIFEST_SUFFIX):
+        return name[:-len(MANIFEST_SUFFIX)]
+    return os.path.splitext(name)[0] or "dataset"
+
+
+def upload_folder(local: str, url: str, last: str | None = None) -> None:
+    """Upload every file under ``local`` to the folder ``url``, ``last`` (a file among them) after all the others."""
+    fs, base = filesystem(url)
+    files = sorted(os.path.join(d, n) for d, _, names in os.walk(local) for n in names)
+    if last is not None:
+        files = [f for f in files if f != last] + [last]
+    for path in files:
+        target = base.rstrip("/") + "/" + os.path.relpath(path, local).replace(os.sep, "/")
+        try:
+            fs.put_file(path, target)
+        except Exception as exc:
+            raise remote_error(join(url, os.path.relpath(path, local)), exc, "upload") from None

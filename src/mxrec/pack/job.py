@@ -11,9 +11,16 @@ Compared with im2rec:
 
 * Records are always in ``.lst`` order, with any number of workers.
 * An image that cannot be read, decoded or encoded is skipped, reported
-  (path and reason, see :class:`SkippedImage`) and counted; im2rec printed a
+  (path and reason, see :class:`ImageNote`) and counted; im2rec printed a
   traceback, and in single-process mode wrote the *previous* image again under
   the failed image's key. With ``strict`` the first skip stops the job.
+* With ``pass_through`` a file whose bytes are no known image format (a text
+  file named ``.jpg``) is stored unchanged, as im2rec did, but reported and
+  counted in :attr:`PackResult.not_images`; with ``strict`` it stops the job.
+* Nothing packed is an error, not an empty ``.rec``: a ``.lst`` without
+  entries, or one whose every image was skipped (the message names the first
+  missing file, resolved, when the image root looks wrong), raises
+  :class:`~mxrec.errors.PackError` and leaves no output.
 * The ``.lst`` is checked before any image is read: a malformed line, an
   index outside ``0 .. 2**64-1``, an index used twice (im2rec wrote both, so
   the ``.idx`` had a duplicate key) or a path that leads outside the image root
@@ -46,9 +53,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mxrec.errors import ListFileError, MxrecError, PackError, UnsafePathError
-from mxrec.format.header import IRHeader, pack
+from mxrec.format.header import IRHeader, pack, unpack_header
 from mxrec.format.lst import ListEntry, resolve_list_path
 from mxrec.image.codec import opencv
+from mxrec.image.signatures import image_format
+from mxrec.io.filesystem import glob, is_url, join, read_bytes
 from mxrec.io.lists import iter_numbered_list
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
@@ -61,8 +70,11 @@ _TASKS_PER_WORKER = 3  # queued or running per thread: none waits for work while
 
 
 @dataclass(frozen=True)
-class SkippedImage:
-    """An image left out of the output: its ``.lst`` index and path, and why (a message naming the file)."""
+class ImageNote:
+    """An image of the ``.lst`` that was skipped or stored with a warning: its index and path, and why.
+
+    ``reason`` is a message naming the file.
+    """
 
     index: int
     path: str
@@ -77,7 +89,18 @@ class PackResult:
     outputs: list[tuple[str, str]]  # (rec, idx) of each file (one, or one per shard)
     manifest: str | None = None  # the shard set's manifest, when sharded
     records: int = 0
-    skipped: list[SkippedImage] = field(default_factory=list)
+    skipped: list[ImageNote] = field(default_factory=list)  # left out of the output
+    not_images: list[ImageNote] = field(default_factory=list)  # stored (pass-through), but no known image format
+    root: str = ""  # the image folder the .lst paths are relative to
+
+    def root_hint(self) -> str | None:
+        """When most images were skipped because their files are missing: the suspicion and the first missing file."""
+        missing = [s for s in self.skipped if not os.path.lexists(os.path.join(self.root, s.path))]
+        if not missing or 2 * len(missing) < len(self.skipped) + self.records:
+            return None
+        first = os.path.abspath(os.path.join(self.root, missing[0].path))
+        return (f"{len(missing)} of {len(self.skipped) + self.records} images of {self.lst_path} are missing under "
+                f"{os.path.abspath(self.root)}: is that the right image root? (first missing: {first})")
 
 
 def record_label(labels: Sequence[float], pack_label: bool) -> float | tuple[float, ...]:
@@ -87,8 +110,8 @@ def record_label(labels: Sequence[float], pack_label: bool) -> float | tuple[flo
     return labels[0]
 
 
-def read_pack_list(lst_path: str | os.PathLike) -> list[ListEntry]:
-    """The entries of ``lst_path``, checked for what would break a pack (indices, unsafe paths)."""
+def read_pack_list(lst_path: str | os.PathLike, root: str | os.PathLike = ".") -> list[ListEntry]:
+    """The entries of ``lst_path``, checked for what would break a pack (indices, paths leaving ``root``)."""
     lst_path = os.fspath(lst_path)
     entries = []
     first_line: dict[int, int] = {}
@@ -100,7 +123,7 @@ def read_pack_list(lst_path: str | os.PathLike) -> list[ListEntry]:
                                 f"index {entry.index} is already used on line {first_line[entry.index]}")
         first_line[entry.index] = number
         try:
-            resolve_list_path(".", entry.path)
+            resolve_list_path(root, entry.path)
         except UnsafePathError as exc:
             raise UnsafePathError(f"{lst_path}: line {number}: {exc}") from None
         entries.append(entry)
@@ -110,11 +133,18 @@ def read_pack_list(lst_path: str | os.PathLike) -> list[ListEntry]:
 def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTransform,
                  pack_label: bool = False) -> bytes:
     """The record payload for one ``.lst`` entry: ``IRHeader`` + the transformed image file."""
-    path = resolve_list_path(root, entry.path)
-    with open(path, "rb") as f:
-        data = f.read()
+    path = join(root, entry.path) if is_url(root) else resolve_list_path(root, entry.path)
+    data = read_bytes(path)
     body = transform.apply(data, what=path)
     return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
+
+
+def not_an_image(payload: bytes) -> str | None:
+    """Why the bytes after a record's ``IRHeader`` are no image (no known signature), or ``None`` when they are one."""
+    body = memoryview(payload)[unpack_header(payload)[1]:]
+    if image_format(body) != "other":
+        return None
+    return f"not an image: {len(body)} bytes in no known image format (they start {bytes(body[:8])!r})"
 
 
 def record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pack_label: bool) -> Outcome:
@@ -124,12 +154,7 @@ def record_or_reason(entry: ListEntry, root: str, transform: ImageTransform, pac
     except (OSError, MxrecError) as exc:
         return None, str(exc)
     except Exception as exc:  # OpenCV's own errors: one bad image must not stop the job
-        return None, f"{resolve_list_path(root, entry.path)}: {type(exc).__name__}: {exc}"
-
-
-def strict_stop(lst_path: str, skipped: SkippedImage) -> PackError:
-    """The error that stops a ``strict`` pack at a skipped image."""
-    return PackError(f"{lst_path}: index {skipped.index}: {skipped.reason}; stopping (strict), no output written")
+        return None, f"{join(root, entry.path)}: {type(exc).__name__}: {exc}"
 
 
 @contextlib.contextmanager
@@ -182,23 +207,67 @@ def _results(entries: list[ListEntry], root: str, transform: ImageTransform, pac
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _take_note(note: ImageNote, notes: list[ImageNote], callback: Callable[[ImageNote], None] | None,
+               strict: bool, lst_path: str) -> None:
+    """Keep ``note`` and pass it to ``callback``; with ``strict`` stop the job instead."""
+    if strict:
+        raise PackError(f"{lst_path}: index {note.index}: {note.reason}; stopping (strict), no output written")
+    notes.append(note)
+    if callback is not None:
+        callback(note)
+
+
+def take_outcome(entry: ListEntry, outcome: Outcome, transform: ImageTransform, result: PackResult, *,
+                 strict: bool = False, on_skip: Callable[[ImageNote], None] | None = None,
+                 on_warning: Callable[[ImageNote], None] | None = None) -> bytes | None:
+    """The payload to store for ``entry`` (None: the image is skipped), its notes kept in ``result``.
+
+    ``outcome`` is :func:`record_or_reason`'s. A skipped image goes to ``result.skipped`` (and ``on_skip``), a
+    pass-through file that is no image to ``result.not_images`` (and ``on_warning``); with ``strict`` either
+    stops the job with :class:`~mxrec.errors.PackError`. The one rule of a pack job, on any engine.
+    """
+    payload, reason = outcome
+    if payload is None:
+        note = ImageNote(entry.index, entry.path, reason or "unknown error")
+        _take_note(note, result.skipped, on_skip, strict, result.lst_path)
+        return None
+    problem = not_an_image(payload) if transform.pass_through else None
+    if problem is not None:
+        note = ImageNote(entry.index, entry.path, f"{resolve_list_path(result.root, entry.path)}: {problem}")
+        _take_note(note, result.not_images, on_warning, strict, result.lst_path)
+    return payload
+
+
+def nothing_packed(result: PackResult, images: int) -> PackError:
+    """The error of a pack job none of whose ``images`` could be packed (naming the likely wrong root)."""
+    hint = result.root_hint()
+    return PackError(f"{result.lst_path}: none of its {images} images could be packed, no output written"
+                     + (f"; {hint}" if hint else f"; the first: {result.skipped[0].reason}"))
+
+
 def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: str | os.PathLike | None = None,
               transform: ImageTransform | None = None, *, workers: int = 1, pack_label: bool = False,
               strict: bool = False, shard_limit: ShardLimit | None = None,
               progress: Callable[[int, int], None] | None = None,
-              on_skip: Callable[[SkippedImage], None] | None = None) -> PackResult:
+              on_skip: Callable[[ImageNote], None] | None = None,
+              on_warning: Callable[[ImageNote], None] | None = None) -> PackResult:
     """Pack the images listed in ``lst_path`` (relative to ``root``) into ``rec_path`` and its ``.idx``.
 
     ``rec_path`` defaults to the ``.lst`` path with ``.rec``. ``progress(done,
-    total)`` is called as images are done and ``on_skip(skipped)`` for each
-    image left out. Raises :class:`PackError` with ``strict`` on the first
-    image that has to be skipped; the partial output is then removed.
+    total)`` is called as images are done, ``on_skip(note)`` for each image
+    left out and ``on_warning(note)`` for each file stored that is no image
+    (pass-through). Raises :class:`PackError` with ``strict`` on the first
+    image that has to be skipped or is no image, and when nothing at all was
+    packed (see the module doc); the partial output is then removed.
     """
     lst_path, root = os.fspath(lst_path), os.fspath(root)
     rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
+    # every path may be a URL: lists and images are read through fsspec, outputs uploaded when complete
     transform = transform if transform is not None else ImageTransform()
-    entries = read_pack_list(lst_path)
-    result = PackResult(lst_path, [])
+    entries = read_pack_list(lst_path, root)
+    if not entries:
+        raise PackError(f"{lst_path}: no entries, nothing to pack")
+    result = PackResult(lst_path, [], root=root)
     writer: RecordWriter | ShardedWriter
     if shard_limit is not None:
         writer = ShardedWriter(rec_path, shard_limit)
@@ -206,19 +275,16 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
         writer = RecordWriter(rec_path, index=True, atomic=True)
     results = _results(entries, root, transform, pack_label, workers)
     with writer, contextlib.closing(results):  # closing stops the workers on any error or Ctrl-C
-        for done, (entry, (payload, reason)) in enumerate(zip(entries, results, strict=True), 1):
-            if payload is None:
-                skipped = SkippedImage(entry.index, entry.path, reason or "unknown error")
-                if strict:
-                    raise strict_stop(lst_path, skipped)
-                result.skipped.append(skipped)
-                if on_skip is not None:
-                    on_skip(skipped)
-            else:
+        for done, (entry, outcome) in enumerate(zip(entries, results, strict=True), 1):
+            payload = take_outcome(entry, outcome, transform, result, strict=strict, on_skip=on_skip,
+                                   on_warning=on_warning)
+            if payload is not None:
                 writer.write(payload, key=entry.index)
             if progress is not None:
                 progress(done, len(entries))
         result.records = len(writer)
+        if not result.records:
+            raise nothing_packed(result, len(entries))
     if isinstance(writer, ShardedWriter):
         result.outputs, result.manifest = writer.paths, writer.manifest_path
     else:
@@ -233,6 +299,12 @@ def find_prefix_lists(prefix: str | os.PathLike) -> list[str]:
     else its parent; every file there whose absolute path starts with the
     absolute ``prefix`` and ends with ``.lst`` is packed.
     """
+    if is_url(os.fspath(prefix)):
+        prefix = os.fspath(prefix)
+        lists = [p for p in glob(prefix + "*.lst") + glob(prefix.rstrip("/") + "/*.lst") if p.startswith(prefix)]
+        if not lists:
+            raise PackError(f"no .lst file starts with the prefix {prefix!r}")
+        return sorted(set(lists))
     prefix = os.path.abspath(prefix)
     folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
     lists = sorted(path for path in (os.path.join(folder, name) for name in os.listdir(folder))

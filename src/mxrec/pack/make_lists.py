@@ -46,11 +46,13 @@ from __future__ import annotations
 import csv
 import os
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
+from mxrec.io.filesystem import filesystem, is_url, join, remote_error
 from mxrec.io.lists import label_names_path, write_label_names, write_list
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
@@ -89,9 +91,11 @@ def walk_images(root: str | os.PathLike, recursive: bool = False,
                 exts: Iterable[str] = DEFAULT_EXTS) -> ImageList:
     """The images under ``root`` with im2rec's indices and labels (not shuffled)."""
     root = os.fspath(root)
+    wanted = frozenset(ext.lower() for ext in exts)
+    if is_url(root):
+        return _walk_remote(root, recursive, wanted)
     if not os.path.isdir(root):
         raise MxrecError(f"{root}: not a directory")
-    wanted = frozenset(ext.lower() for ext in exts)
     entries: list[ListEntry] = []
     if not recursive:
         for name in sorted(os.listdir(root)):
@@ -109,6 +113,27 @@ def walk_images(root: str | os.PathLike, recursive: bool = False,
                 entries.append(ListEntry(len(entries), (float(label),),
                                          _checked_path(os.path.relpath(full, root), full)))
     return ImageList(entries, {label: os.path.relpath(path, root) for path, label in labels.items()})
+
+
+def _walk_remote(root: str, recursive: bool, wanted: frozenset[str]) -> ImageList:
+    """:func:`walk_images` for a URL: one listing, then the order and labels ``os.walk`` would give."""
+    fs, base = filesystem(root)
+    base = base.rstrip("/")
+    try:
+        found = fs.find(base, maxdepth=None if recursive else 1, withdirs=False)
+    except Exception as exc:
+        raise remote_error(root, exc, "listing") from None
+    relative = [path[len(base) + 1:] for path in found if path.startswith(base + "/")]
+    # top-down, sorted: a folder's files, then its sub-folders (as os.walk with sorted names)
+    relative.sort(key=lambda rel: (tuple(rel.split("/")[:-1]), rel.rsplit("/", 1)[-1]))
+    entries: list[ListEntry] = []
+    labels: dict[str, int] = {}
+    for rel in relative:
+        if _is_image(rel, wanted):
+            folder = rel.rsplit("/", 1)[0] if "/" in rel else os.curdir
+            label = labels.setdefault(folder, len(labels)) if recursive else 0
+            entries.append(ListEntry(len(entries), (float(label),), _checked_path(rel, join(root, rel))))
+    return ImageList(entries, {label: folder for folder, label in labels.items()} if recursive else {0: os.curdir})
 
 
 # -- shuffling and splitting ---------------------------------------------
@@ -169,12 +194,36 @@ def write_lists(prefix: str | os.PathLike, image_list: ImageList, *, chunks: int
     return written
 
 
+def why_no_images(root: str | os.PathLike, recursive: bool, exts: Iterable[str]) -> str:
+    """Why a walk of ``root`` found no image, for the user: sub-folders without ``recursive``, other extensions."""
+    root = os.fspath(root)
+    wanted = " ".join(sorted(ext.lower() for ext in exts))
+    if not recursive:
+        folders = sum(1 for name in os.listdir(root) if os.path.isdir(os.path.join(root, name)))
+        if folders:
+            return (f"no {wanted} file directly in {root}, but {folders} sub-folder(s): list them with --recursive "
+                    "(recursive=True), one label per folder")
+    found: Counter = Counter()
+    for _, _, files in os.walk(root, followlinks=True) if recursive else [(root, [], os.listdir(root))]:
+        found.update(os.path.splitext(name)[1].lower() or "(none)" for name in files)
+    if not found:
+        return f"no files at all in {root}: is that the image folder?"
+    common = ", ".join(f"{ext} ({n})" for ext, n in found.most_common(5))
+    return f"no {wanted} file in {root}; the files there have the extensions {common}: choose them with --exts"
+
+
 def make_lists(prefix: str | os.PathLike, root: str | os.PathLike, *, recursive: bool = False,
                exts: Iterable[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
                test_ratio: float = 0.0, shuffle: bool = True, seed: int = DEFAULT_SEED) -> list[str]:
-    """im2rec's list mode: walk ``root`` and write the ``.lst`` files and the label file."""
+    """im2rec's list mode: walk ``root`` and write the ``.lst`` files and the label file.
+
+    Finding no image is an :class:`~mxrec.errors.MxrecError` saying why (:func:`why_no_images`); nothing is written.
+    """
     split_list([], chunks, train_ratio, test_ratio)  # reject bad options before walking a large tree
+    exts = list(exts)
     images = walk_images(root, recursive, exts)
+    if not images.entries:
+        raise MxrecError(why_no_images(root, recursive, exts))
     return write_lists(prefix, images, chunks=chunks, train_ratio=train_ratio, test_ratio=test_ratio,
                        shuffle=shuffle, seed=seed)
 
@@ -228,6 +277,8 @@ def read_labelled_csv(csv_path: str | os.PathLike, root: str | os.PathLike) -> I
         if not os.path.isfile(full):
             raise ListFileError(csv_path, number, f"image file {full!r} does not exist")
         rows.append((number, path, labels))
+    if not rows:
+        raise ListFileError(csv_path, None, "no rows with a path and a label: nothing to list")
     numeric = all(_is_number(label) for _, _, labels in rows for label in labels)
     if numeric:
         label_names: dict[int, str] = {}

@@ -16,8 +16,11 @@ into the bytes stored after the ``IRHeader``:
     ``long * resize // short`` (integer division, as im2rec), also when this
     enlarges the image;
   - encoded with ``cv2.imencode`` as ``encoding`` (``.jpg`` or ``.png``) with
-    ``quality`` (JPEG quality, or PNG compression level, as
-    :func:`mxrec.image.codec.encode_params`).
+    ``quality`` (JPEG quality 1-100, default 95; or PNG compression level
+    0-9, default 9, as :func:`mxrec.image.codec.encode_params`). im2rec passed
+    its default 95 to PNG too, which OpenCV clamps to 9: the same bytes.
+    Values outside those ranges (im2rec let OpenCV clamp them silently) are
+    an error.
 
   With OpenCV 4.10 this gives im2rec's bytes exactly.
 
@@ -67,6 +70,8 @@ from mxrec.transforms.functional import centre_offsets, shorter_side_size
 
 COLOR_MODES = (-1, 0, 1)
 ENCODINGS = (".jpg", ".png")
+#: Per encoding: the quality range accepted and the default.
+QUALITY = {".jpg": (1, 100, 95), ".png": (0, 9, 9)}
 REDUCTION_FACTORS = (8, 4, 2)
 # Frames simplejpeg decodes exactly as OpenCV: baseline, extended and progressive Huffman, 8-bit, grey or YCbCr/RGB.
 _PLAIN_FRAMES = frozenset({0xC0, 0xC1, 0xC2})
@@ -116,7 +121,7 @@ class ImageTransform:
     center_crop: bool = False
     color: int = 1
     encoding: str = ".jpg"
-    quality: int = 95
+    quality: int | None = None  # the encoding's default (QUALITY)
     pass_through: bool = False
     fast: bool = False
 
@@ -127,6 +132,12 @@ class ImageTransform:
             raise OptionError(f"encoding must be one of {ENCODINGS}, not {self.encoding!r}")
         if self.resize < 0:
             raise OptionError(f"resize must be 0 (keep the size) or a positive side length, not {self.resize}")
+        low, high, default = QUALITY[self.encoding]
+        if self.quality is None:
+            object.__setattr__(self, "quality", default)
+        elif not low <= self.quality <= high:
+            what = "JPEG quality" if self.encoding == ".jpg" else "PNG compression level"
+            raise OptionError(f"{what} must be {low}..{high} (default {default}), not {self.quality}")
 
     def apply(self, data: bytes, what: str = "image") -> bytes:
         """The bytes to store for an image file's ``data``; ``what`` names it in errors.

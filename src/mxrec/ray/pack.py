@@ -28,11 +28,22 @@ import numpy as np
 import pyarrow as pa
 import ray
 from ray.data.block import Block, BlockAccessor
+from ray.data.datasource.datasink import WriteResult
 
+from mxrec.errors import PackError
 from mxrec.format.lst import ListEntry
 from mxrec.image.codec import opencv
+from mxrec.io.filesystem import is_url
 from mxrec.io.shards import ShardLimit
-from mxrec.pack.job import PackResult, SkippedImage, find_prefix_lists, read_pack_list, record_or_reason, strict_stop
+from mxrec.pack.job import (
+    ImageNote,
+    PackResult,
+    find_prefix_lists,
+    nothing_packed,
+    read_pack_list,
+    record_or_reason,
+    take_outcome,
+)
 from mxrec.pack.prepare import ImageTransform
 from mxrec.ray.session import ProgressTally, default_tasks, job_context, ray_session, run_reporting
 from mxrec.ray.sink import Notes, RecordSink
@@ -55,17 +66,21 @@ class PackJob:
 class PackSink(RecordSink):
     """A :class:`~mxrec.ray.sink.RecordSink` whose rows are ``.lst`` entries, packed by the write tasks.
 
-    Rows: ``position`` (in the ``.lst``), ``index``, ``labels``, ``path``. Each task reports the images it
-    skipped (``notes["skipped"]``: ``(position, SkippedImage)``) and, with ``job.strict``, stops the job
-    at the first one with :class:`~mxrec.errors.PackError`. ``tally``: a
-    :class:`~mxrec.ray.session.ProgressTally` the tasks report packed images to.
+    Rows: ``position`` (in the ``.lst``), ``index``, ``labels``, ``path``. Each task keeps its notes as a
+    local pack does (:func:`~mxrec.pack.job.take_outcome`: skipped images, pass-through files that are no
+    image; with ``job.strict`` the first stops the job with :class:`~mxrec.errors.PackError`) and returns
+    them; :attr:`result` gathers them in ``.lst`` order. A job that packed nothing fails as a local one does,
+    before anything is committed. ``tally``: a :class:`~mxrec.ray.session.ProgressTally` the tasks report
+    packed images to.
     """
 
-    def __init__(self, path: str | os.PathLike, job: PackJob, *, shard_size: ShardLimit | None = None,
+    def __init__(self, path: str | os.PathLike, job: PackJob, images: int, *, shard_size: ShardLimit | None = None,
                  tally: Any = None) -> None:
         super().__init__(path, shard_size=shard_size)
         self.job = job
+        self.images = images
         self.tally = tally
+        self.result = PackResult(job.lst_path, [], root=job.root)
 
     def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
         job = self.job
@@ -73,18 +88,15 @@ class PackSink(RecordSink):
             # Ray runs one task per CPU in each worker process: OpenCV's own pool would oversubscribe them.
             opencv().setNumThreads(1)
         table = BlockAccessor.for_block(block).to_arrow()
-        skipped = notes.setdefault("skipped", [])
+        kept = PackResult(job.lst_path, [], root=job.root)
         unreported = 0
         columns = (table[name].to_pylist() for name in ("position", "index", "labels", "path"))
         for position, index, labels, path in zip(*columns, strict=True):
+            notes.setdefault("order", position)  # the task's first .lst line: its place in the set
             entry = ListEntry(index, tuple(labels), path)
-            payload, reason = record_or_reason(entry, job.root, job.transform, job.pack_label)
-            if payload is None:
-                image = SkippedImage(index, path, reason or "unknown error")
-                if job.strict:
-                    raise strict_stop(job.lst_path, image)
-                skipped.append((position, image))
-            else:
+            outcome = record_or_reason(entry, job.root, job.transform, job.pack_label)
+            payload = take_outcome(entry, outcome, job.transform, kept, strict=job.strict)
+            if payload is not None:
                 yield index, payload
             unreported += 1
             if self.tally is not None and unreported == _TALLY_EVERY:
@@ -92,6 +104,16 @@ class PackSink(RecordSink):
                 unreported = 0
         if self.tally is not None and unreported:
             self.tally.add.remote(unreported)
+        notes.setdefault("skipped", []).extend(kept.skipped)
+        notes.setdefault("not_images", []).extend(kept.not_images)
+
+    def on_write_complete(self, write_result: WriteResult) -> None:
+        returns = sorted(write_result.write_returns, key=lambda r: r["order"])
+        self.result.skipped = [note for r in returns for note in r.get("skipped", ())]
+        self.result.not_images = [note for r in returns for note in r.get("not_images", ())]
+        if not any(count for r in returns for *_, count in r["shards"]):
+            raise nothing_packed(self.result, self.images)
+        super().on_write_complete(write_result)
 
 
 def _entry_blocks(entries: list[ListEntry], ranges: list[tuple[int, int]]) -> list[pa.Table]:
@@ -112,22 +134,26 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
                   transform: ImageTransform | None = None, *, pack_label: bool = False, strict: bool = False,
                   shard_limit: ShardLimit | None = None, blocks: int | None = None, address: str | None = None,
                   progress: Callable[[int, int], None] | None = None,
-                  on_skip: Callable[[SkippedImage], None] | None = None) -> PackResult:
+                  on_skip: Callable[[ImageNote], None] | None = None,
+                  on_warning: Callable[[ImageNote], None] | None = None) -> PackResult:
     """:func:`mxrec.pack.job.pack_list` on a Ray cluster (see the module docstring); returns what it wrote.
 
     ``rec_path`` (default: the ``.lst`` path with ``.rec``) names the shard set: ``NAME_00000.rec`` ... and
     ``NAME.manifest.json``. ``blocks``: pack tasks (default: 4 per cluster CPU, at most one per image; with
     a ``shard_limit`` of N records, one task per N images, so that the shards are a local pack's).
     ``address``: the cluster, if this process is not connected yet (see :func:`~mxrec.ray.ray_session`).
-    ``progress(done, total)`` is called as images are packed; ``on_skip`` for each skipped image, in
-    ``.lst`` order, once the job is done. Raises :class:`~mxrec.errors.PackError` with ``strict`` on a
-    bad image; a failed or interrupted job leaves no manifest and no shard.
+    ``progress(done, total)`` is called as images are packed; ``on_skip`` for each skipped image and
+    ``on_warning`` for each stored file that is no image, in ``.lst`` order, once the job is done. Raises
+    :class:`~mxrec.errors.PackError` with ``strict`` on the first such image a task meets, and when nothing
+    could be packed; a failed or interrupted job leaves no manifest and no shard.
     """
     lst_path = os.fspath(lst_path)
     rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
     transform = transform if transform is not None else ImageTransform()
-    entries = read_pack_list(lst_path)
-    result = PackResult(lst_path, [])
+    root = os.fspath(root) if is_url(root) else os.path.abspath(root)
+    entries = read_pack_list(lst_path, root)
+    if not entries:
+        raise PackError(f"{lst_path}: no entries, nothing to pack")
     with ray_session(address):
         if blocks is None and shard_limit is not None and shard_limit.records is not None:
             size = shard_limit.records  # one full shard per task: the shards of a local pack
@@ -135,17 +161,16 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
         else:
             ranges = split_ranges(np.ones(len(entries)), blocks or default_tasks())
         tally = ProgressTally.start() if progress is not None else None
-        job = PackJob(lst_path, os.path.abspath(root), transform, pack_label, strict)
-        sink = PackSink(rec_path, job, shard_size=shard_limit, tally=tally)
+        job = PackJob(lst_path, root, transform, pack_label, strict)
+        sink = PackSink(rec_path, job, len(entries), shard_size=shard_limit, tally=tally)
         with job_context():
             dataset = ray.data.from_arrow(_entry_blocks(entries, ranges))
             manifest = sink.run(lambda: run_reporting(lambda: dataset.write_datasink(sink), tally, len(entries),
                                                       progress))
-    skipped = sorted((item for r in sink.returns for item in r.get("skipped", ())), key=lambda item: item[0])
-    result.skipped = [image for _, image in skipped]
-    if on_skip is not None:
-        for image in result.skipped:
-            on_skip(image)
+    result = sink.result
+    for notes, callback in ((result.skipped, on_skip), (result.not_images, on_warning)):
+        for note in notes if callback is not None else ():
+            callback(note)
     folder = os.path.dirname(sink.manifest_path)
     result.records = manifest.records
     result.outputs = [(os.path.join(folder, e.rec), os.path.join(folder, e.idx)) for e in manifest.shards]

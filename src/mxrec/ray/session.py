@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -73,8 +74,9 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     ``address``: the cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto``); ``None`` is Ray's default
     (``RAY_ADDRESS``, else a cluster started on this machine, else a new single-machine Ray). If this
     process is already connected, that connection is used and left open; a connection made here is closed
-    at the end of the block. SIGTERM then ends the process as ``SystemExit`` (Ray's driver handler), so
-    cleanup code runs as for Ctrl-C.
+    at the end of the block. SIGTERM then ends the process through cleanup code, as Ctrl-C does: the
+    caller's own SIGTERM handler if it had one (the command line raises ``KeyboardInterrupt``), else Ray's
+    (``SystemExit``).
     """
     ray = require_ray()
     if ray.is_initialized():
@@ -83,17 +85,26 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     target = address or os.environ.get("RAY_ADDRESS")
     if target and target not in ("auto", "local"):
         check_reachable(target)
+    main_thread = threading.current_thread() is threading.main_thread()
+    own_handler = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         # Errors of tasks come back as exceptions; the workers' own output is not streamed to this process.
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except ConnectionError as exc:
         raise ClusterError(f"cannot connect to the Ray cluster at {target or 'auto'}: {exc}") from None
+    if callable(own_handler):  # ray.init replaced it with sys.exit: keep the caller's (the command line's)
+        signal.signal(signal.SIGTERM, own_handler)
     try:
         yield ray
     except (KeyboardInterrupt, SystemExit):
-        # Ctrl-C or SIGTERM (Ray's driver turns it into SystemExit): the interrupted job's executor thread
-        # would report the shutdown below as errors, tracebacks included. The user asked for the stop.
+        # Ctrl-C or SIGTERM. Ray Data's executor thread of the interrupted job outlives the shutdown below:
+        # it would report the shutdown as errors, tracebacks included, and its next Ray call would connect
+        # this process to the cluster again (Ray's automatic ray.init). The user asked for the stop.
         logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+        with contextlib.suppress(ImportError, AttributeError):
+            import ray._private.auto_init_hook as auto_init
+
+            auto_init.enable_auto_connect = False
         raise
     finally:
         ray.shutdown()

@@ -45,6 +45,7 @@ from ray.data.datasource.datasink import WriteResult
 from mxrec.errors import ManifestError, OptionError, ParameterError
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.manifest import Manifest, manifest_path
+from mxrec.io.filesystem import is_url
 from mxrec.io.shards import (
     ShardedWriter,
     ShardLimit,
@@ -79,6 +80,9 @@ class RecordSink(Datasink):
 
     def __init__(self, path: str | os.PathLike, *, shard_size: ShardLimit | int | str | None = None,
                  header: bool | None = None) -> None:
+        if is_url(path):
+            raise OptionError(f"{os.fspath(path)}: write_recordio writes to a folder every node sees (local or shared "
+                              "file system); URLs are not supported as outputs")
         self.rec_path = os.path.abspath(os.fspath(path))
         self.limit = _shard_limit(shard_size)
         self.header = header
@@ -98,7 +102,7 @@ class RecordSink(Datasink):
         os.makedirs(self.staging, exist_ok=True)
 
     def on_write_complete(self, write_result: WriteResult) -> None:
-        self.returns = sorted(write_result.write_returns, key=lambda r: r["task"])
+        self.returns = sorted(write_result.write_returns, key=lambda r: r["order"])
         staged = [(os.path.join(self.staging, rec), os.path.join(self.staging, idx), count)
                   for r in self.returns for rec, idx, count in r["shards"] if count > 0]
         self.manifest = self._commit(staged)
@@ -179,7 +183,7 @@ class RecordSink(Datasink):
         else:
             writer.close()
             shards = [(os.path.basename(writer.path), os.path.basename(writer.index_path), len(writer))]
-        return {"task": ctx.task_idx, "shards": shards, **notes}
+        return {"task": ctx.task_idx, "order": ctx.task_idx, "shards": shards, **notes}
 
     def _open(self, base: str, first_key: object) -> RecordWriter | ShardedWriter:
         """The writer of one task, for keys of the first key's type (strings, else integers)."""
@@ -190,7 +194,8 @@ class RecordSink(Datasink):
         return ShardedWriter(base, self.limit)
 
     def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
-        """``(key, payload)`` for each row of ``block``; subclasses may add what they report to ``notes``."""
+        """``(key, payload)`` for each row of ``block``; subclasses may add what they report to ``notes``
+        (``notes["order"]`` places the task's shards in the set; by default the task index does)."""
         batch = BlockAccessor.for_block(block).to_batch_format("numpy")
         if "data" not in batch:
             raise ParameterError(f"write_recordio: the rows need a 'data' column (the record bytes); they have "

@@ -1,7 +1,8 @@
 """Reading RecordIO datasets into Ray Data: :func:`read_recordio` and its ``Datasource``, :class:`RecordSource`.
 
-What is read: one ``.rec`` or a shard set -- a list of ``.rec`` paths, a glob, a folder, a shard manifest
-(``NAME.manifest.json``), or the ``.rec`` name a sharded pack was given (see :func:`dataset_shards`).
+What is read: anything mxrec opens as a dataset (:func:`~mxrec.io.shardset.resolve_dataset`): one ``.rec``
+or URL, a list, a glob, a brace range, a folder or prefix, a shard manifest (``NAME.manifest.json``), or
+the ``.rec`` name a sharded pack was given.
 Rows are the records in dataset order (shard by shard, ``.idx`` order within a shard, as
 :class:`~mxrec.io.reader.RecordReader` gives them):
 
@@ -30,13 +31,15 @@ a manifest), so ``count()`` is exact without reading a record; only shards with 
 reading them. The ``.idx`` files are read once, on the driver, when the dataset is created, and checked
 as :class:`~mxrec.io.reader.RecordReader` checks them (duplicate keys, offsets outside the file).
 
-Every node must see the paths (a shared file system).
+Local paths must be visible to every node (a shared file system); URLs (``s3://``, ``gs://``, ``http://``,
+...) are read by each task for itself: one ranged request for its records (a whole file without an
+``.idx``), with ``storage_options`` (credentials, endpoint) sent along.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import glob
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,20 +53,21 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
 
-from mxrec.errors import HeaderError, ManifestError, OptionError, ParameterError, RecordFormatError
+from mxrec.errors import HeaderError, ManifestError, ParameterError, RecordFormatError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
-from mxrec.format.idx import KeyType
-from mxrec.format.manifest import MANIFEST_SUFFIX, manifest_path
+from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.filesystem import StorageOptions, is_url
 from mxrec.io.index import resolve_index
-from mxrec.io.mapping import map_file, release
+from mxrec.io.mapping import mapped
 from mxrec.io.reader import RecordReader
-from mxrec.io.shards import read_manifest
+from mxrec.io.remote_reader import record_ends
+from mxrec.io.shardset import resolve_dataset
+from mxrec.io.source import RemoteFile
 
 _DEFAULT_BLOCK_BYTES = 128 << 20  # Ray Data's default target_max_block_size
 _INT64_MAX = 2**63 - 1
-_NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
 
 
 @dataclass(frozen=True)
@@ -76,51 +80,19 @@ class ShardRef:
     manifest: str | None = None
 
 
-def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[ShardRef]:
-    """The shards that ``paths`` names, in dataset order.
-
-    THE SEAM: until mxrec has one entry point that opens "a dataset" from any path, URL or pattern, this is
-    the one place mxrec.ray resolves local ones; replace its body with that entry point. Accepted: a
-    ``.rec`` (with its ``.idx`` beside it, if there is one), a list of any of these (concatenated), a glob
-    (sorted), a manifest, a folder (its one manifest, else every ``.rec`` in it, sorted), or the ``.rec``
-    name or prefix of a shard set whose manifest is ``NAME.manifest.json``.
-    """
-    if not isinstance(paths, (str, os.PathLike)):
-        found = [shard for path in paths for shard in dataset_shards(path)]
-        if not found:
-            raise FileNotFoundError("read_recordio: an empty list of paths is not a dataset")
-        return found
-    spec = os.fspath(paths)
-    if "://" in spec:
-        raise OptionError(f"{spec}: read_recordio reads paths every node sees (a local or shared file system); "
-                          "URLs are not supported here yet")
-    if spec.endswith(MANIFEST_SUFFIX):
-        return _manifest_shards(spec)
-    if glob.has_magic(spec):
-        matches = sorted(p for p in glob.glob(spec) if os.path.isfile(p) and not p.endswith(_NOT_SHARDS))
-        if not matches:
-            raise FileNotFoundError(f"{spec}: no file matches")
-        return [ShardRef(p, resolve_index(p)) for p in matches]
-    if os.path.isdir(spec):
-        manifests = sorted(glob.glob(os.path.join(glob.escape(spec), "*" + MANIFEST_SUFFIX)))
-        if len(manifests) == 1:
-            return _manifest_shards(manifests[0])
-        recs = sorted(glob.glob(os.path.join(glob.escape(spec), "*.rec")))
-        if not recs:
-            raise FileNotFoundError(f"{spec}: a folder with no .rec file (and no single manifest)")
-        return [ShardRef(p, resolve_index(p)) for p in recs]
-    if not os.path.exists(spec) and os.path.exists(manifest_path(spec)):
-        return _manifest_shards(manifest_path(spec))
-    if not os.path.isfile(spec):
-        raise FileNotFoundError(f"{spec}: no such file (nor a manifest {manifest_path(spec)})")
-    return [ShardRef(spec, resolve_index(spec))]
-
-
-def _manifest_shards(path: str) -> list[ShardRef]:
-    manifest = read_manifest(path)
-    folder = os.path.dirname(path)
-    return [ShardRef(os.path.join(folder, e.rec), None if e.idx is None else os.path.join(folder, e.idx),
-                     e.records, path) for e in manifest.shards]
+def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike],
+                   storage_options: StorageOptions = None) -> list[ShardRef]:
+    """The shards that ``paths`` names, in dataset order, through mxrec's one dataset resolver
+    (:func:`~mxrec.io.shardset.resolve_dataset`: a ``.rec`` or URL, a list, a glob, a brace range, a manifest,
+    a folder or prefix); local paths made absolute, since workers do not share the driver's folder."""
+    shards, manifest = resolve_dataset(paths, storage_options)
+    refs = []
+    for shard in shards:
+        rec = shard.rec if is_url(shard.rec) else os.path.abspath(shard.rec)
+        idx = resolve_index(rec, shard.idx, storage_options)
+        refs.append(ShardRef(rec, idx if idx is None or is_url(idx) else os.path.abspath(idx), shard.records,
+                             manifest))
+    return refs
 
 
 @dataclass(frozen=True)
@@ -128,7 +100,7 @@ class _Shard:
     """A shard as the driver knows it: the ``.idx`` keys and offsets (None: no ``.idx``) and record extents."""
 
     ref: ShardRef
-    keys: list | None
+    keys: np.ndarray | list | None  # int64 keys, or str keys
     offsets: np.ndarray | None
     extents: np.ndarray | None  # bytes from each record to the next record start (or the end of the file)
     size: int
@@ -138,19 +110,18 @@ class _Shard:
         return len(self.keys) if self.keys is not None else self.ref.records
 
 
-def _load_shard(ref: ShardRef, key_type: KeyType) -> _Shard:
-    size = os.path.getsize(ref.rec)
+def _load_shard(ref: ShardRef, key_type: KeyType, storage_options: StorageOptions) -> _Shard:
     if ref.idx is None:
+        size = RemoteFile(ref.rec, storage_options).size if is_url(ref.rec) else os.path.getsize(ref.rec)
         return _Shard(ref, None, None, None, size)
-    with RecordReader(ref.rec, ref.idx, key_type) as reader:  # the reader's own .idx checks
-        keys, offsets = reader.keys, reader.offsets
+    with RecordReader(ref.rec, ref.idx, key_type, storage_options=storage_options) as reader:  # its .idx checks
+        keys = np.asarray(reader.keys) if isinstance(reader.keys, IntKeys) else list(reader.keys)
+        offsets = reader.offsets
+        size = reader.file.size if reader.is_remote else os.path.getsize(ref.rec)
     if ref.records is not None and ref.records != len(keys):
         raise ManifestError(ref.manifest, f"{ref.rec}: the manifest says {ref.records} records, "
                                           f"its .idx {ref.idx} lists {len(keys)}")
-    starts = np.unique(offsets)
-    ends = np.append(starts[1:], size)
-    extents = ends[np.searchsorted(starts, offsets)] - offsets
-    return _Shard(ref, keys, offsets, extents, size)
+    return _Shard(ref, keys, offsets, record_ends(offsets, size) - offsets, size)
 
 
 @dataclass(frozen=True)
@@ -158,9 +129,26 @@ class _Piece:
     """Part of one shard that a read task reads: ``.idx`` entries, or (keys and offsets None) all of it."""
 
     rec: str
-    keys: list | None
+    keys: np.ndarray | list | None
     offsets: np.ndarray | None
+    end: int = 0  # where the last of these records ends
     records: int | None = None  # what a manifest promises for a whole shard read without an .idx
+    storage_options: StorageOptions = None
+
+
+@contextlib.contextmanager
+def _piece_bytes(piece: _Piece) -> Iterator[tuple[framing.Buffer, int]]:
+    """``(buffer, base)``: the bytes a task reads, where file offset ``o`` is ``buffer[o - base]``.
+
+    A local file is mapped whole; from a remote one exactly the piece's byte range is fetched (one ranged
+    request), or the whole file when the piece is a whole shard without an ``.idx``.
+    """
+    if piece.offsets is not None and is_url(piece.rec):
+        start = int(piece.offsets.min())
+        yield RemoteFile(piece.rec, piece.storage_options).fetch([(start, piece.end)])[0], start
+        return
+    with mapped(piece.rec, piece.storage_options) as buf:
+        yield buf, 0
 
 
 @dataclass(frozen=True)
@@ -244,8 +232,7 @@ def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -
     payloads: list[bytes] = []
     held = 0
     for piece in pieces:
-        buf = map_file(piece.rec)
-        try:
+        with _piece_bytes(piece) as (buf, base):
             if piece.offsets is None:
                 offsets = framing.record_offsets(buf, path=piece.rec)
                 if piece.records is not None and piece.records != len(offsets):
@@ -254,10 +241,11 @@ def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -
                 positions = range(len(offsets))  # keys of a shard without an .idx, as RecordReader's
                 piece_keys: Iterable = map(str, positions) if row_format.key_type == pa.string() else positions
             else:
-                offsets, piece_keys = piece.offsets.tolist(), piece.keys
+                offsets = piece.offsets.tolist()
+                piece_keys = piece.keys.tolist() if isinstance(piece.keys, np.ndarray) else piece.keys
             for key, offset in zip(piece_keys, offsets, strict=True):
                 try:
-                    payload = framing.decode_record(buf, offset, piece.rec)[0]
+                    payload = framing.decode_record(buf, offset - base, piece.rec)[0]
                 except RecordFormatError as exc:
                     raise RecordFormatError(piece.rec, offset, f"record {key!r}: {exc.reason}") from None
                 recs.append(piece.rec)
@@ -267,8 +255,6 @@ def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -
                 if held >= block_bytes:
                     yield row_format.block(recs, keys, payloads)
                     recs, keys, payloads, held = [], [], [], 0
-        finally:
-            release(buf)
     if payloads:
         yield row_format.block(recs, keys, payloads)
 
@@ -297,14 +283,16 @@ class RecordSource(Datasource):
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, key_type: KeyType = int,
                  header: bool = True, label_width: int | None = 1, decode: bool = False, channels: int = 3,
-                 bgr: bool = False) -> None:
+                 bgr: bool = False, storage_options: StorageOptions = None) -> None:
         super().__init__()
-        self._shards = [_load_shard(ref, key_type) for ref in dataset_shards(paths)]
+        self.storage_options = storage_options
+        self._shards = [_load_shard(ref, key_type, storage_options)
+                        for ref in dataset_shards(paths, storage_options)]
         if key_type is str:
             arrow_key = pa.string()
-        else:
-            largest = max((max(s.keys, default=0) for s in self._shards if s.keys is not None), default=0)
-            arrow_key = pa.uint64() if largest > _INT64_MAX else pa.int64()
+        else:  # int64, unless an .idx holds keys beyond it (a .lst index may reach 2**64 - 1)
+            large = any(isinstance(s.keys, list) and max(s.keys, default=0) > _INT64_MAX for s in self._shards)
+            arrow_key = pa.uint64() if large else pa.int64()
         self.row_format = RowFormat(arrow_key, header, label_width, decode, channels, bgr)
 
     def estimate_inmemory_data_size(self) -> int:
@@ -336,8 +324,8 @@ class RecordSource(Datasource):
         runs: list[list[int]] = []
         for n, shard in enumerate(self._shards):
             if shard.keys is None:
-                planned.append((n, 0, [_Piece(shard.ref.rec, None, None, shard.ref.records)], shard.ref.records,
-                                shard.size))
+                piece = _Piece(shard.ref.rec, None, None, shard.size, shard.ref.records, self.storage_options)
+                planned.append((n, 0, [piece], shard.ref.records, shard.size))
             elif runs and runs[-1][-1] == n - 1:
                 runs[-1].append(n)
             else:
@@ -366,7 +354,9 @@ class RecordSource(Datasource):
                 if begin < end:
                     shard = self._shards[run[k]]
                     a, b = begin - int(starts[k]), end - int(starts[k])
-                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], shard.offsets[a:b].copy()))
+                    offsets = shard.offsets[a:b].copy()
+                    end = int((offsets + shard.extents[a:b]).max())
+                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], offsets, end, None, self.storage_options))
             planned.append((run[first], lo - int(starts[first]), pieces, hi - lo, int(sizes[lo:hi].sum())))
         return planned
 
@@ -374,7 +364,8 @@ class RecordSource(Datasource):
 def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
                   override_num_blocks: int | None = None, key_type: KeyType = int, header: bool = True,
                   label_width: int | None = 1, decode: bool = False, channels: int = 3, bgr: bool = False,
-                  ray_remote_args: dict | None = None, concurrency: int | None = None) -> Dataset:
+                  storage_options: StorageOptions = None, ray_remote_args: dict | None = None,
+                  concurrency: int | None = None) -> Dataset:
     """A Ray Dataset of the records of ``paths`` (one ``.rec`` or a shard set; see the module docstring).
 
     ``override_num_blocks``: the number of read tasks (default: Ray's choice from the data size); each
@@ -382,9 +373,10 @@ def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
     ``key_type``: ``int`` or ``str`` ``.idx`` keys. ``header=False``: rows are ``key`` and the whole
     payload as ``data``. ``label_width``: labels per record (MXNet's rule), ``None`` for all of them.
     ``decode``: an ``image`` column of pixels (``channels`` 1, 3 or 4; RGB unless ``bgr``) instead of
-    ``data``. ``ray_remote_args`` and ``concurrency`` go to ``ray.data.read_datasource``.
+    ``data``. ``storage_options`` go to fsspec for URLs (credentials, endpoint), in the tasks too.
+    ``ray_remote_args`` and ``concurrency`` go to ``ray.data.read_datasource``.
     """
     source = RecordSource(paths, key_type=key_type, header=header, label_width=label_width, decode=decode,
-                          channels=channels, bgr=bgr)
+                          channels=channels, bgr=bgr, storage_options=storage_options)
     return ray.data.read_datasource(source, override_num_blocks=override_num_blocks,
                                     ray_remote_args=ray_remote_args, concurrency=concurrency)

@@ -4,11 +4,13 @@
 ``.idx``) on the driver, gathers the facts of every intact record (header, labels, image format and
 shape, faults, a SHA-1 of the image bytes; with ``decode`` every image decoded), and runs the checks on
 those facts. The second step is the one that grows with the data: :class:`RayContentScan` does it on
-Ray tasks, each mapping the file and handling a run of records of about equal bytes with
-:func:`~mxrec.doctor.contents.span_contents` (the function a local scan's threads run), and returns the
-facts in file order. The report is therefore the same as a local one, check for check. A task whose
-worker dies is retried by Ray (reading is idempotent). ``against`` (another dataset for the leakage
-check) is scanned locally.
+Ray tasks, each handling a run of records of about equal bytes with
+:func:`~mxrec.doctor.contents.span_contents` (the function a local scan's threads run) on the file mapped
+(a local or shared path) or on exactly its byte range fetched (a URL), and hands the facts back in file
+order. The report is therefore the same as a local one, check for check. A task whose worker dies is
+retried by Ray (reading is idempotent). A shard set is checked shard by shard
+(:func:`mxrec.doctor.sets.verify`), each shard's records on the cluster; ``against`` (another dataset
+for the leakage check) is scanned locally.
 """
 
 from __future__ import annotations
@@ -20,47 +22,55 @@ from typing import Any
 import numpy as np
 import ray
 
-from mxrec.doctor.contents import RecordContent, mark_meta_record, span_contents
+from mxrec.doctor.contents import OffsetKeys, RecordContent, span_contents
 from mxrec.doctor.report import Report
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.sets import ShardSetReport
+from mxrec.doctor.sets import verify as verify_set
 from mxrec.format import framing
 from mxrec.format.idx import KeyType
-from mxrec.io.mapping import map_file, release
+from mxrec.io.filesystem import StorageOptions, is_url
+from mxrec.io.mapping import mapped
+from mxrec.io.source import RemoteFile
 from mxrec.ray.session import default_tasks, ray_session, task_errors
 from mxrec.ray.source import split_ranges
 
 
-def _contents_task(rec_path: str, spans: Sequence[framing.RecordSpan], first: int, keys: dict | None,
-                   decode: bool) -> list[RecordContent]:
-    buf = map_file(rec_path)
-    try:
-        return span_contents(buf, spans, first, keys, decode)
-    finally:
-        release(buf)
+def _contents_task(rec_path: str, spans: Sequence[framing.RecordSpan], first: int, keys: list | None,
+                   decode: bool, storage_options: StorageOptions) -> list[RecordContent]:
+    """The facts of ``spans`` (positions from ``first``): the file mapped, or for a URL their bytes fetched."""
+    if not is_url(rec_path):
+        with mapped(rec_path) as buf:
+            return span_contents(buf, spans, first, keys, decode)
+    start = spans[0].offset
+    buf = RemoteFile(rec_path, storage_options).fetch([(start, spans[-1].end)])[0]
+    shifted = [framing.RecordSpan(s.offset - start, s.end - start, s.parts, s.length) for s in spans]
+    contents = span_contents(buf, shifted, first, keys, decode)
+    for content in contents:
+        content.offset += start
+    return contents
 
 
 class RayContentScan:
-    """A :data:`~mxrec.doctor.contents.ContentScan` that runs on Ray tasks (``tasks``: default 4 per CPU).
+    """Collects the facts of a file's records on Ray tasks (``tasks``: default 4 per cluster CPU).
 
-    Pass it as ``verify_dataset(..., scan=RayContentScan())`` inside a Ray session, or use
-    :func:`verify_dataset_ray`.
+    Pass it as ``verify_dataset(..., scan=RayContentScan())`` in a Ray session, or use
+    :func:`verify_dataset_ray`. ``storage_options`` reach the tasks, for URLs.
     """
 
-    def __init__(self, tasks: int | None = None) -> None:
+    def __init__(self, tasks: int | None = None, storage_options: StorageOptions = None) -> None:
         self.tasks = tasks
+        self.storage_options = storage_options
 
-    def __call__(self, rec_path: str, spans: list[framing.RecordSpan], keys_by_offset: dict | None, *,
+    def __call__(self, rec_path: str, spans: list[framing.RecordSpan], keys_by_offset: OffsetKeys | None, *,
                  decode: bool = False, progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
-        rec_path = os.path.abspath(rec_path)
-        tasks = self.tasks or default_tasks()
+        rec_path = rec_path if is_url(rec_path) else os.path.abspath(rec_path)
         remote = ray.remote(_contents_task)
         sizes = np.fromiter((span.end - span.offset for span in spans), np.int64, len(spans))
         pending: dict[Any, int] = {}
-        for lo, hi in split_ranges(sizes, tasks):
+        for lo, hi in split_ranges(sizes, self.tasks or default_tasks()):
             part = spans[lo:hi]
-            keys = None if keys_by_offset is None else {s.offset: keys_by_offset[s.offset] for s in part
-                                                        if s.offset in keys_by_offset}
-            pending[remote.remote(rec_path, part, lo, keys, decode)] = lo
+            keys = None if keys_by_offset is None else keys_by_offset.keys_at([span.offset for span in part])
+            pending[remote.remote(rec_path, part, lo, keys, decode, self.storage_options)] = lo
         found: dict[int, list[RecordContent]] = {}
         done = 0
         try:
@@ -75,18 +85,17 @@ class RayContentScan:
         finally:
             for ref in pending:  # an error or Ctrl-C: stop the rest
                 ray.cancel(ref)
-        contents = [content for lo in sorted(found) for content in found[lo]]
-        mark_meta_record(contents)
-        return contents
+        return [content for lo in sorted(found) for content in found[lo]]
 
 
-def verify_dataset_ray(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
-                       key_type: KeyType = int, *, address: str | None = None, tasks: int | None = None,
-                       **options: Any) -> Report:
-    """:func:`~mxrec.doctor.verify.verify_dataset` with the per-record work on a Ray cluster.
+def verify_dataset_ray(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyType = int, *,
+                       address: str | None = None, tasks: int | None = None, storage_options: StorageOptions = None,
+                       **options: Any) -> Report | ShardSetReport:
+    """:func:`mxrec.doctor.sets.verify` (one file or a shard set) with the per-record work on a Ray cluster.
 
     ``options`` are :func:`~mxrec.doctor.verify.verify_dataset`'s; ``address`` names the cluster if this
-    process is not connected yet; ``tasks``: Ray tasks for the scan (default: 4 per cluster CPU).
+    process is not connected yet; ``tasks``: Ray tasks per file scanned (default: 4 per cluster CPU).
     """
     with ray_session(address):
-        return verify_dataset(rec_path, idx_path, key_type, scan=RayContentScan(tasks), **options)
+        return verify_set(spec, idx_path, key_type, storage_options=storage_options,
+                          scan=RayContentScan(tasks, storage_options), **options)

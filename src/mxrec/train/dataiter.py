@@ -8,6 +8,12 @@ where it stopped). A :class:`~mxrec.train.sampler.BatchSampler` plans each
 epoch's batches, a :class:`~mxrec.train.pipeline.BatchPipeline` loads them.
 Unknown or misspelled parameter names raise :class:`~mxrec.errors.ParameterError`
 (:func:`check_names`; MXNet ignores them silently).
+
+:meth:`BatchIter.state_dict` is where the iterator stands (a JSON-serialisable
+dict: the epoch, the records of its order consumed by the batches handed out so
+far, and the settings that make the order); :meth:`BatchIter.load_state_dict`
+continues from there -- also with another number of ranks or batch size (see
+:mod:`mxrec.train.sampler`). Batches loaded ahead but not handed out do not count.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import numpy as np
 
 from mxrec.errors import ParameterError
 from mxrec.train.pipeline import BatchPipeline
+from mxrec.train.prefetch import BatchPrefetcher
 from mxrec.train.sampler import NO_LEFTOVER, BatchSampler, Leftover
 
 AUGMENT_STREAM = 0x617567  # separates augmentation streams from any other use of the same seed
@@ -87,6 +94,7 @@ class BatchIter:
         self._current: DataBatch | None = None
         self._leftover_in: Leftover = NO_LEFTOVER
         self._leftover_out: Leftover = NO_LEFTOVER
+        self._start = 0  # records of this epoch's sequence consumed before this run (a resumed position)
 
     @property
     def skipped(self) -> list[str]:
@@ -96,7 +104,38 @@ class BatchIter:
     @property
     def num_batches(self) -> int:
         """Batches per epoch."""
-        return self._sampler.batches_per_epoch()
+        return self._sampler.batches_per_epoch(len(self._leftover_in.positions), self._start)
+
+    def state_dict(self) -> dict:
+        """Where this iterator stands: resume with :meth:`load_state_dict` (JSON-serialisable)."""
+        if self._exhausted:
+            return self._sampler.state(self.epoch + 1, 0, self._leftover_out)
+        consumed = self._start + self._delivered * self._sampler.step
+        return self._sampler.state(self.epoch, consumed, self._leftover_in)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a :meth:`state_dict` (of this iterator, or of one with another rank count or batch size)."""
+        epoch, consumed, leftover = self._sampler.restore(state)
+        self._drop_progress()
+        self.epoch, self._start, self._leftover_in = epoch, consumed, leftover
+
+    # A remote dataset's iterator sets this: each batch's records are fetched together as the pipeline takes it.
+    _prefetcher: BatchPrefetcher | None = None
+
+    def _prepare_restart(self) -> None:
+        """Forget work prepared for the batches being dropped (remote prefetches)."""
+        if self._prefetcher is not None:
+            self._prefetcher.clear()
+
+    def _plans(self, plans: list) -> Any:
+        """The plans as the pipeline should take them (with a prefetcher: wrapped to fetch ahead)."""
+        return plans if self._prefetcher is None else self._prefetcher.plans(plans)
+
+    def _record_view(self, reader: Any, position: int) -> memoryview:
+        """The record at ``position`` of ``reader``: from the prefetched batch when there is a prefetcher."""
+        if self._prefetcher is None:
+            return reader.view(position)
+        return memoryview(self._prefetcher.payload(position))
 
     def reset(self) -> None:
         """Go back to the start: the next batch is the first of a new epoch (new shuffle, new augmentations).
@@ -108,10 +147,16 @@ class BatchIter:
 
     def _restart(self, *, next_epoch: bool) -> None:
         """Drop the work in flight; go on to the next epoch (with a finished epoch's leftover) or redo this one."""
-        self._pipeline.cancel()
         if next_epoch:
             self._leftover_in = self._leftover_out if self._exhausted else NO_LEFTOVER
             self.epoch += 1
+        self._drop_progress()
+        self._start = 0
+
+    def _drop_progress(self) -> None:
+        """Drop the work in flight and forget how far the current epoch went."""
+        self._pipeline.cancel()
+        self._prepare_restart()
         self._leftover_out = NO_LEFTOVER
         self._started = False
         self._delivered = 0
@@ -121,8 +166,8 @@ class BatchIter:
     def next(self) -> DataBatch:
         """The next batch; ``StopIteration`` at the end of the epoch."""
         if not self._started:
-            plans, self._leftover_out = self._sampler.epoch(self.epoch, self._leftover_in)
-            self._pipeline.start(plans)
+            plans, self._leftover_out = self._sampler.epoch(self.epoch, self._leftover_in, self._start)
+            self._pipeline.start(self._plans(plans))
             self._started = True
         try:
             loaded = next(self._pipeline)
@@ -167,6 +212,8 @@ class BatchIter:
         """Stop the loading threads. Idempotent."""
         self._current = None
         self._pipeline.close()
+        if self._prefetcher is not None:
+            self._prefetcher.close()
 
     def __enter__(self) -> BatchIter:
         return self

@@ -11,11 +11,16 @@ import numpy as np
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.filesystem import StorageOptions, is_url, join, read_bytes
+from mxrec.io.insightface import check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.shardset import open_dataset
+from mxrec.io.subset import RecordSubset
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.sampler import NO_LEFTOVER, BatchSampler, LastBatch
+from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
+from mxrec.train.record_iter import shuffle_block_for
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, NO_LEFTOVER, BatchSampler, LastBatch, resolve_parts
 from mxrec.transforms.augmenters import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
 from mxrec.transforms.rng import SampleRandom, stream_key
 
@@ -35,22 +40,32 @@ class ImageIter(BatchIter):
     a float32 batch. Augmenters from :mod:`mxrec.transforms` draw from the
     sample's random stream; other callables are called as ``aug(img)``.
     ``dtype`` is the label type. ``seed``, ``preprocess_threads``,
-    ``prefetch_buffer`` and ``on_broken`` are mxrec's additions.
+    ``prefetch_buffer``, ``on_broken``, ``layout`` and the distributed and
+    remote options of :class:`~mxrec.train.record_iter.RecordIterParams`
+    (``shuffle_block``, ``shuffle_window``, ``stick_to_shard``,
+    ``pad_last_batch``, ``storage_options``, ``cache_dir``) are mxrec's
+    additions. ``layout`` is :class:`~mxrec.train.record_iter.ImageRecordIter`'s:
+    an InsightFace face set in ``path_imgrec`` is read as its face records
+    only, labelled with their identity. Every path may be a URL and
+    ``path_imgrec`` a shard set (:func:`mxrec.io.shardset.open_dataset`).
 
     Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
-    Python's global ``random``); ``num_parts`` gives equal parts as
-    :func:`mxrec.sampler.shard` (MXNet gives each ``N // num_parts`` records
-    and never reads the remainder; here ``"discard"`` does that and the other
-    handles wrap around to ``ceil``).
+    Python's global ``random``); ``num_parts`` ranks take turns in one global
+    order with equal batch counts (:mod:`mxrec.train.sampler`; MXNet gives each
+    a contiguous ``N // num_parts`` records and never reads the remainder);
+    left at ``None`` they come from an initialised ``torch.distributed``.
     """
 
     def __init__(self, batch_size: int, data_shape: Sequence[int], label_width: int = 1,
                  path_imgrec: str | None = None, path_imglist: str | None = None, path_root: str | None = None,
-                 path_imgidx: str | None = None, shuffle: bool = False, part_index: int = 0, num_parts: int = 1,
+                 path_imgidx: str | None = None, shuffle: bool = False, part_index: int | None = None,
+                 num_parts: int | None = None,
                  aug_list: list[Callable] | None = None, imglist: list | None = None, data_name: str = "data",
                  label_name: str = "softmax_label", dtype: str = "float32", last_batch_handle: str = "pad", *,
                  seed: int = 0, preprocess_threads: int = 1, prefetch_buffer: int = 2, on_broken: OnBroken = "skip",
-                 **kwargs: Any) -> None:
+                 layout: str = "auto", shuffle_block: int | None = None, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+                 stick_to_shard: bool = False, pad_last_batch: bool = True, storage_options: StorageOptions = None,
+                 cache_dir: str | None = None, **kwargs: Any) -> None:
         data_shape = data_shape_of(data_shape)
         if data_shape[0] != 3:
             raise ParameterError(f"ImageIter decodes colour images: data_shape must have 3 channels, got {data_shape}")
@@ -61,6 +76,7 @@ class ImageIter(BatchIter):
             raise ParameterError(f"dtype (the label type) must be one of {_LABEL_DTYPES}, not {dtype!r}")
         if not (path_imgrec or path_imglist or isinstance(imglist, list)):
             raise ParameterError("ImageIter needs path_imgrec, path_imglist or imglist")
+        check_layout_name(layout)
         if aug_list is None:
             check_names(kwargs, CREATE_AUGMENTER_OPTIONS, "ImageIter")
             aug_list = create_augmenter(data_shape, **kwargs)
@@ -74,14 +90,24 @@ class ImageIter(BatchIter):
         self.seed = seed
         self._aug_key = stream_key(AUGMENT_STREAM, 2, seed)
         self.path_root = path_root or ""
-        self._reader = RecordReader(path_imgrec, index=path_imgidx or None) if path_imgrec else None
+        self.storage_options = storage_options
+        self._reader = open_dataset(path_imgrec, index=path_imgidx or None, storage_options=storage_options,
+                                    cache_dir=cache_dir) if path_imgrec else None
         self._entries = self._image_list(path_imglist, imglist)
-        if self._reader is not None:
-            self._keys = list(self._reader.keys)
-        else:
-            self._keys = list(self._entries)
+        self.faces = None if self._reader is None else read_face_set(self._reader, layout)
+        if self.faces is not None:  # the samples are the face records only
+            self._reader = RecordSubset(self._reader, self.faces.positions)
+        self._prefetcher = BatchPrefetcher(self._reader) if self._reader is not None and self._reader.is_remote \
+            else None
+        self._keys = list(self._entries) if self._reader is None else list(self._reader.keys)
+        num_parts, part_index = resolve_parts(num_parts, part_index)
+        block = shuffle_block_for(self._reader, shuffle_block) if self._reader is not None else (shuffle_block or 0)
+        block = block if shuffle else 0
+        read_ahead_window(self._reader, block, shuffle_window)
         sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
-                               part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle])
+                               part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle],
+                               shuffle_block=block, shuffle_window=shuffle_window, stick_to_shard=stick_to_shard,
+                               pad_last_batch=pad_last_batch)
         pipeline = BatchPipeline(self._load_sample, batch_size=batch_size, sample_shape=data_shape,
                                  dtype=np.dtype(np.float32), label_width=label_width, label_dtype=self.label_dtype,
                                  num_threads=preprocess_threads,
@@ -113,21 +139,23 @@ class ImageIter(BatchIter):
         self._leftover_in = NO_LEFTOVER
 
     def describe(self, position: int) -> str:
-        key = self._keys[position]
         if self._reader is not None:
-            return f"{self._reader.path}: record {key!r}"
-        return os.path.join(self.path_root, self._entries[key][1])
+            return self._reader.describe(position)
+        return self._image_path(self._entries[self._keys[position]][1])
+
+    def _image_path(self, name: str) -> str:
+        return join(self.path_root, name) if is_url(self.path_root) else os.path.join(self.path_root, name)
 
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         key = self._keys[position]
         if self._reader is not None:
-            header, start = unpack_header(view := self._reader.view(position))
+            view = self._record_view(self._reader, position)
+            header, start = unpack_header(view)
             buf = view[start:]
             labels = header.label if self._entries is None else self._entries[key][0]
         else:
             labels, name = self._entries[key]
-            with open(os.path.join(self.path_root, name), "rb") as f:
-                buf = f.read()
+            buf = read_bytes(self._image_path(name), self.storage_options)
         labels = np.atleast_1d(np.asarray(labels, np.float64))
         if labels.size < self.label_width:
             raise ParameterError(f"{self.describe(position)}: {labels.size} label(s), label_width is "

@@ -12,12 +12,14 @@ replaces ``mean_c``. ``uint8`` output is the raw pixels (mean, std and scale do
 not apply, as in MXNet); ``int8`` is ``pixel - round(mean_c)``, saturated.
 ``float16`` and ``float64`` are the float32 values converted.
 
-The writes go straight into the batch buffer, once: ``cv2.split`` scatters
-the interleaved pixels into the channel planes (of the slot for ``uint8``, of
-a per-thread scratch buffer otherwise), and float values are computed a plane
-at a time in a scratch plane that stays in cache, so the (large, cold) float
-batch buffer is written in a single pass -- memory traffic, not arithmetic,
-is what float output costs.
+The writes go straight into the batch buffer: ``cv2.split`` scatters the
+interleaved pixels into the channel planes (of the slot for ``uint8``, of a
+per-thread scratch buffer otherwise), flipped in place for a mirror (the
+planes as one stacked image: one call); float32 values are then computed into
+the slot by two whole-sample numpy calls (subtract with the cast, multiply in
+place) that release the GIL, in MXNet's float32 order. (``float16`` and
+``float64`` go through a float32 scratch array.) Few calls a sample matter:
+each is a point where the pipeline's threads hand the GIL over.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class SlotWriter:
         else:
             self._mean = np.asarray(mean_image, np.float32)
         self._std = np.array([rgba_std[c] for c in picked], np.float32).reshape(-1, 1, 1)
+        self._multiplier = np.float32(1.0) * np.float32(params.scale) / self._std  # without random contrast
         # C++ std::round: halves away from zero (Python's round() would go to even)
         self._int_mean = (np.sign(self._mean) * np.floor(np.abs(self._mean) + 0.5)).astype(np.int16)
         self._local = threading.local()
@@ -113,23 +116,22 @@ class SlotWriter:
             np.copyto(out, np.clip(planes - self._int_mean, -128, 127), casting="unsafe")
             return
         p = self.params
-        contrast = np.float32(1.0)
         illumination = np.float32(0.0)
+        multiplier = bias = self._multiplier
         if p.max_random_contrast > 0 or p.max_random_illumination > 0:
             contrast = np.float32(1.0 + rng.uniform(-p.max_random_contrast, p.max_random_contrast))
             illumination = np.float32(rng.uniform(-p.max_random_illumination, p.max_random_illumination))
-        multiplier = contrast * np.float32(p.scale) / self._std
-        bias = illumination * np.float32(p.scale) / self._std
-        # One plane at a time through a scratch plane that stays in cache: the batch buffer is written once.
-        work = self._scratch("work", out.shape[1:], np.float32)
-        for c in range(out.shape[0]):
-            work[...] = planes[c]  # (a plain cast is cheaper than a casting subtract)
-            work -= self._mean[c]
-            if illumination:
-                np.multiply(work, multiplier[c], out=work)
-                np.add(work, bias[c], out=out[c], casting="unsafe")
-            else:
-                np.multiply(work, multiplier[c], out=out[c], casting="unsafe")
+            multiplier = contrast * np.float32(p.scale) / self._std
+            bias = illumination * np.float32(p.scale) / self._std
+        # float32 straight into the slot (others through a float32 scratch): pixel - mean (cast to float32 on
+        # the way), then scaled in place -- whole-sample numpy calls, each releasing the GIL.
+        work = out if self.dtype == np.float32 else self._scratch("work", out.shape, np.float32)
+        np.subtract(planes, self._mean, out=work, dtype=np.float32)
+        np.multiply(work, multiplier, out=work)
+        if illumination:
+            np.add(work, bias, out=work)
+        if work is not out:
+            np.copyto(out, work, casting="unsafe")
 
     def _scratch(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
         """This thread's reusable scratch array ``name`` (kept hot in cache between samples)."""
@@ -153,6 +155,6 @@ class SlotWriter:
             for plane, source in enumerate(self.source_channel):
                 targets[source] = planes[plane]
             cv2.split(img, targets)
-        if mirror:
-            for plane in planes:
-                cv2.flip(plane, 1, dst=plane)
+        if mirror:  # the planes stacked as one (C*H, W) image: one call flips them all
+            stacked = planes.reshape(-1, planes.shape[-1])
+            cv2.flip(stacked, 1, dst=stacked)

@@ -196,16 +196,16 @@ class BatchPipeline:
         """Load slots ``start..stop-1`` of ``plan``; return the broken ones (slot, error)."""
         broken = []
         data, label, index = buffers.data, buffers.label, buffers.index
-        positions, epochs = plan.positions, plan.epochs
-        for slot in range(start, stop):
-            position = int(positions[slot])
+        load = self._load
+        positions, epochs = plan.positions[start:stop].tolist(), plan.epochs[start:stop].tolist()
+        for slot, position, epoch in zip(range(start, stop), positions, epochs, strict=True):
             if position == EMPTY_SLOT:
                 data[slot] = 0
                 label[slot] = 0
                 index[slot] = -1
                 continue
             try:
-                index[slot] = self._load(position, int(epochs[slot]), data[slot], label[slot])
+                index[slot] = load(position, epoch, data[slot], label[slot])
             except BROKEN_RECORD_ERRORS as exc:
                 if self.on_broken == "error":
                     raise type(exc)(f"{self._describe(position)}: {exc}") from exc

@@ -10,10 +10,18 @@ what happens here instead; decoding runs on :mod:`mxrec.train.pipeline`'s
 threads. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
 is reproducible whatever ``preprocess_threads``.
+
+``path_imgrec`` may be anything :func:`mxrec.io.shardset.open_dataset` opens:
+a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
+manifest, folder). Remote records are fetched a batch at a time, with
+coalesced ranged reads, ahead of decoding (:mod:`mxrec.train.prefetch`).
+``state_dict()``/``load_state_dict()`` save and resume the position in the
+epoch, also on another number of ranks (:mod:`mxrec.train.sampler`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, fields
 from typing import Any
@@ -21,30 +29,44 @@ from typing import Any
 import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
-from mxrec.format.header import unpack_header
-from mxrec.image.codec import DecodeBuffers, decode_pixels
 from mxrec.io.atomic import atomic_open
+from mxrec.io.insightface import FaceSet, check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.reader import RecordReader
-from mxrec.train.augment import AugmentParams, DefaultAugmenter
-from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
-from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.io.shardset import open_dataset
+from mxrec.io.subset import RecordSubset
+from mxrec.train.augment import AugmentParams
+from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.loader import RecordSampleLoader
+from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.sampler import BatchSampler, LastBatch
-from mxrec.transforms.rng import SampleRandom, stream_key
+from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
 
 
 @dataclass(frozen=True)
 class RecordIterParams:
     """``ImageRecordIter``'s own parameters (the augmenter's and normaliser's are in their modules).
 
-    MXNet's meaning throughout. ``drop_last`` and ``on_broken`` are mxrec's
-    additions: drop the last incomplete batch of each epoch (and cut parts
-    down rather than pad them), and ``"skip"`` or ``"error"`` on a record
-    whose image cannot be decoded. Accepted for compatibility with no effect
-    here: ``verbose``, ``ctx``, ``device_id`` (numpy output, one way of
-    threading), ``shuffle_chunk_size``, ``shuffle_chunk_seed`` (the shuffle
-    is always global).
+    MXNet's meaning throughout, except for ``num_parts``/``part_index``:
+    ranks take turns in one global order (:mod:`mxrec.train.sampler`); left
+    unset, they come from an initialised ``torch.distributed`` (else 1 and 0).
+
+    mxrec's additions: ``drop_last`` (drop each epoch's last incomplete step),
+    ``on_broken`` (``"skip"`` or ``"error"`` on a record whose image cannot be
+    decoded), ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`: ``"auto"``
+    reads an InsightFace face set (header record under ``.idx`` key 0) as its
+    face records only, each labelled with its identity (the face record's
+    label, or its first label), and any other dataset record by record;
+    ``"insightface"`` requires a face set, ``"plain"`` reads every record),
+    ``shuffle_block``/``shuffle_window`` (block shuffle: records per block,
+    blocks per window; ``None`` means a global shuffle for local data and
+    blocks of about 4 MiB for remote data; ``0`` forces a global shuffle),
+    ``stick_to_shard``/``pad_last_batch`` (DALI-style contiguous parts),
+    ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
+    remote data, default ``$MXREC_CACHE_DIR``). MXNet's ``shuffle_chunk_size``
+    (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
+    compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
+    (numpy output, one way of threading), ``shuffle_chunk_seed``.
     """
 
     path_imgrec: str
@@ -56,14 +78,15 @@ class RecordIterParams:
     shuffle: bool = False
     seed: int = 0
     seed_aug: int | None = None
-    num_parts: int = 1
-    part_index: int = 0
+    num_parts: int | None = None
+    part_index: int | None = None
     round_batch: bool = True
     drop_last: bool = False
     preprocess_threads: int = 4
     prefetch_buffer: int = 4
     dtype: str | None = None
     on_broken: OnBroken = "skip"
+    layout: str = "auto"
     data_name: str = "data"
     label_name: str = "softmax_label"
     aug_seq: str = "aug_default"
@@ -73,6 +96,12 @@ class RecordIterParams:
     device_id: int = 0
     shuffle_chunk_size: int = 0
     shuffle_chunk_seed: int = 0
+    shuffle_block: int | None = None
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW
+    stick_to_shard: bool = False
+    pad_last_batch: bool = True
+    storage_options: dict | None = None
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
@@ -84,6 +113,7 @@ class RecordIterParams:
             raise ParameterError(f"aug_seq: only MXNet's 'aug_default' augmenter exists, not {self.aug_seq!r}")
         if self.ctx not in ("gpu", "cpu"):
             raise ParameterError(f"ctx must be 'gpu' or 'cpu', not {self.ctx!r}")
+        check_layout_name(self.layout)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -175,59 +205,58 @@ class ImageRecordIter(BatchIter):
         self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
         channels, height, width = p.data_shape
         mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
-        self._writer = SlotWriter(self.normalize_params, channels, p.dtype or "float32", mean_image)
-        self.dtype = self._writer.dtype
-        self._augmenter = DefaultAugmenter(self.augment_params)
-        self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
-        self._random = self.augment_params.is_random or self.normalize_params.is_random
-        self._aug_key = stream_key(AUGMENT_STREAM, *((0, p.seed) if p.seed_aug is None else (1, p.seed_aug)))
-        self._labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
-        self._reader = RecordReader(p.path_imgrec, index=p.path_imgidx or None)
+        labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
+        reader = open_dataset(p.path_imgrec, index=p.path_imgidx or None, storage_options=p.storage_options,
+                              cache_dir=p.cache_dir)
+        self._faces = read_face_set(reader, p.layout)
+        if self._faces is not None and p.label_width != 1 and labels is None:
+            raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
+                                 f"so label_width must be 1, not {p.label_width}")
+        # the samples: every record, or a face set's faces
+        self._reader = reader if self._faces is None else RecordSubset(reader, self._faces.positions)
+        self._prefetcher = BatchPrefetcher(self._reader) if self._reader.is_remote else None
+        self._loader = RecordSampleLoader(
+            self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
+            label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
+            mean_image=mean_image, identities=self._faces is not None,
+            view=functools.partial(self._record_view, self._reader))
+        self.dtype = self._loader.dtype
+        num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
-        sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed,
-                               num_parts=p.num_parts, part_index=p.part_index, last_batch=last_batch)
-        pipeline = BatchPipeline(self._load_sample, batch_size=p.batch_size, sample_shape=p.data_shape,
+        block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
+        read_ahead_window(self._reader, block, p.shuffle_window)
+        sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
+                               part_index=part_index, last_batch=last_batch, shuffle_block=block,
+                               shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
+                               pad_last_batch=p.pad_last_batch)
+        pipeline = BatchPipeline(self._loader.load, batch_size=p.batch_size, sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
                                  prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
         super().__init__(sampler, pipeline, [DataDesc(p.data_name, (p.batch_size, channels, height, width))],
                          [DataDesc(p.label_name, label_shape)])
 
+    @property
+    def faces(self) -> FaceSet | None:
+        """The face records read, for an InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`)."""
+        return self._faces
+
     def describe(self, position: int) -> str:
-        """``file: record key`` for messages."""
-        return f"{self._reader.path}: record {self._reader.keys[position]!r}"
-
-    def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
-        view = self._reader.view(position)
-        header, start = unpack_header(view)
-        self._fill_label(header, label, position)
-        img = decode_pixels(view[start:], self.params.data_shape[0], buffers=self._decode_buffers)
-        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
-        self._writer.write(self._augmenter(img, rng), data, rng)
-        return header.id
-
-    def _fill_label(self, header: Any, out: np.ndarray, position: int) -> None:
-        width = self.params.label_width
-        if self._labels is not None:
-            labels = self._labels.get(header.id)
-            if labels is None:
-                raise ListFileError(self.params.path_imglist, None,
-                                    f"no line for record id {header.id} ({self.describe(position)})")
-            out[:] = labels
-        elif header.flag > 0:
-            if header.flag != width:
-                raise ParameterError(f"{self.describe(position)}: the record has {header.flag} labels but "
-                                     f"label_width is {width}")
-            out[:] = header.label
-        elif width != 1:
-            raise ParameterError(f"{self.describe(position)}: the record has one label but label_width is {width} "
-                                 "(pack multi-labels with im2rec --pack-label, or give path_imglist)")
-        else:
-            out[0] = header.label
+        """``file: record key`` for messages (``position``: a sample number)."""
+        return self._reader.describe(position)
 
     def close(self) -> None:
         super().close()
         self._reader.close()
+
+
+def shuffle_block_for(reader: Any, shuffle_block: int | None, chunk_megabytes: float = 0) -> int:
+    """Records per shuffle block: as given, else from MXNet's ``shuffle_chunk_size`` (MB), else the default."""
+    if shuffle_block is not None:
+        return shuffle_block
+    if chunk_megabytes > 0 and len(reader):
+        return max(1, round(chunk_megabytes * (1 << 20) * len(reader) / max(reader.nbytes, 1)))
+    return default_shuffle_block(reader.is_remote, len(reader), reader.nbytes if reader.is_remote else 0)

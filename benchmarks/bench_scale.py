@@ -1,0 +1,123 @@
+"""How time and memory grow with the record count: .idx open, ``mxrec info``, ``mxrec verify``, ``mxrec index``.
+
+    python benchmarks/bench_scale.py                  # 10k, 100k, 1M and 10M records
+    python benchmarks/bench_scale.py --sizes 10000 100000 1000000
+
+Synthetic small records, as a metadata-heavy dataset would have: an IRHeader
+(label ``i % 1000``, id ``i``) and 8 bytes, 40 bytes a record on disk, keys
+``0..n-1`` in the ``.idx``. Each operation runs in a fresh process (start-up
+and imports included) and reports wall seconds and its peak resident memory
+(``ru_maxrss``): ``RecordReader`` opening the ``.idx``, ``mxrec info``,
+``mxrec verify`` (no ``--decode``: framing, index and record headers) and
+``mxrec index`` (rebuilding the ``.idx`` by scanning the ``.rec``).
+
+The last columns state the constants per record, from the two largest sizes
+(so start-up cancels out): microseconds and bytes of peak memory per record,
+and ``linear`` = the time per record at the largest size over that at the
+next one down (1.0 is linear; it should stay near 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from mxrec import RecordWriter
+
+CHUNK = 100_000
+HEADER = np.dtype([("flag", "<u4"), ("label", "<f4"), ("id", "<u8"), ("id2", "<u8"), ("body", "V8")])
+
+
+def build(folder: str, count: int) -> str:
+    """``data.rec`` / ``data.idx`` with ``count`` synthetic records; return the .rec path."""
+    rec = os.path.join(folder, "data.rec")
+    with RecordWriter(rec, index=True) as writer:
+        for first in range(0, count, CHUNK):
+            n = min(CHUNK, count - first)
+            records = np.zeros(n, HEADER)
+            ids = np.arange(first, first + n)
+            records["label"] = ids % 1000
+            records["id"] = ids
+            blob = records.tobytes()
+            writer.write_batch([blob[i * 32:(i + 1) * 32] for i in range(n)])
+    return rec
+
+
+def measure(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak resident MB of ``command`` in a fresh process."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # verify exits 1 on findings
+        raise SystemExit(f"failed: {' '.join(command)}\n{process.stderr.read().decode()[-2000:]}")
+    process.stderr.close()
+    return seconds, usage.ru_maxrss / 1024
+
+
+def operations(rec: str, folder: str) -> dict[str, list[str]]:
+    python = sys.executable
+    idx = rec[:-4] + ".idx"
+    opener = f"from mxrec import RecordReader; RecordReader({rec!r}, {idx!r})"  # PYTHONPATH: this checkout
+    return {
+        ".idx open (RecordReader)": [python, "-c", opener],
+        "mxrec info": [python, "-m", "mxrec", "info", rec],
+        "mxrec verify (no --decode)": [python, "-m", "mxrec", "verify", "--no-progress", rec],
+        "mxrec index (rebuild)": [python, "-m", "mxrec", "index", rec, "--output", os.path.join(folder, "re.idx")],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000, 10_000_000])
+    parser.add_argument("--folder", help="where to build the datasets (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    os.environ["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src") + (
+        os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    results: dict[str, dict[int, tuple[float, float]]] = {}
+    base = args.folder or tempfile.mkdtemp(prefix="mxrec-scale-")
+    try:
+        for count in args.sizes:
+            folder = os.path.join(base, str(count))
+            os.makedirs(folder, exist_ok=True)
+            start = time.perf_counter()
+            rec = build(folder, count)
+            print(f"{count:>11,} records: {os.path.getsize(rec) / 1e6:8.1f} MB .rec, built in "
+                  f"{time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+            for name, command in operations(rec, folder).items():
+                results.setdefault(name, {})[count] = measure(command)
+            shutil.rmtree(folder)
+    finally:
+        if not args.folder:
+            shutil.rmtree(base, ignore_errors=True)
+
+    sizes = args.sizes
+    print(f"\n{os.cpu_count()} CPUs; each cell: wall seconds / peak resident MB of a fresh process")
+    header = f"{'operation':28} " + " ".join(f"{f'{n:,}':>17}" for n in sizes) + "   per record (largest two sizes)"
+    print(header)
+    print("-" * len(header))
+    for name, by_size in results.items():
+        cells = " ".join(f"{by_size[n][0]:7.2f}s {by_size[n][1]:6.0f}MB" for n in sizes)
+        note = ""
+        if len(sizes) >= 2:
+            big, small = sizes[-1], sizes[-2]
+            (t_big, m_big), (t_small, m_small) = by_size[big], by_size[small]
+            us = (t_big - t_small) / (big - small) * 1e6
+            per_byte = (m_big - m_small) * 2**20 / (big - small)
+            linear = (t_big / big) / (t_small / small) if t_small else float("nan")
+            note = f"   {us:6.2f} us, {per_byte:5.1f} B; linear {linear:4.2f}"
+        print(f"{name:28} {cells}{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Summaries and checks of shard sets: ``mxrec info`` and ``mxrec verify`` per shard and in total.
+
+:func:`info` and :func:`verify` take anything :func:`mxrec.io.shardset.resolve_dataset`
+names. One file (local or a URL) gets the usual
+:class:`~mxrec.doctor.info.DatasetInfo` / :class:`~mxrec.doctor.report.Report`;
+a shard set gets a :class:`ShardSetInfo` / :class:`ShardSetReport`: one per
+shard, the totals, and, with a manifest, a ``manifest`` check that every
+shard exists and holds the records and bytes the manifest says.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from mxrec.doctor.info import DatasetInfo, dataset_info
+from mxrec.doctor.report import Check, Problem, Report
+from mxrec.doctor.verify import verify_dataset
+from mxrec.errors import ManifestError
+from mxrec.format.idx import KeyType
+from mxrec.io.filesystem import StorageOptions, exists
+from mxrec.io.shardset import Shard, resolve_dataset
+
+
+def _name(spec: Any, manifest: str | None) -> str:
+    if manifest is not None:
+        return manifest
+    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else ", ".join(map(str, spec))
+
+
+def manifest_check(shards: list[Shard], found: list[tuple[int, int] | None], manifest: str) -> Check:
+    """Whether every shard exists and holds what ``manifest`` says; ``found`` is ``(records, bytes)`` or None."""
+    problems = []
+    for number, (shard, facts) in enumerate(zip(shards, found, strict=True)):
+        if facts is None:
+            problems.append(Problem(f"shard {number}", f"{shard.rec} is missing"))
+            continue
+        records, size = facts
+        if shard.records is not None and records != shard.records:
+            problems.append(Problem(f"shard {number}", f"{shard.rec}: {records} records, the manifest says "
+                                                       f"{shard.records}"))
+        if shard.rec_bytes is not None and size != shard.rec_bytes:
+            problems.append(Problem(f"shard {number}", f"{shard.rec}: {size} bytes, the manifest says "
+                                                       f"{shard.rec_bytes}"))
+    summary = (f"{len(problems)} shard(s) differ from {manifest}" if problems
+               else f"{len(shards)} shard(s) as {manifest} lists them")
+    return Check("manifest", not problems, summary, problems)
+
+
+@dataclass
+class ShardSetInfo:
+    """:class:`~mxrec.doctor.info.DatasetInfo` of every shard, the totals, and the manifest check."""
+
+    path: str
+    shards: list[DatasetInfo]
+    missing: list[str] = field(default_factory=list)
+    manifest: Check | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.shards)
+
+    @property
+    def damaged(self) -> bool:
+        """Whether a shard is damaged or missing, or the shards differ from the manifest."""
+        return (any(s.damaged for s in self.shards) or bool(self.missing)
+                or (self.manifest is not None and not self.manifest.ok))
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "shards": [s.to_dict() for s in self.shards], "missing": self.missing,
+                "records": self.records, "bytes": self.bytes,
+                "manifest": None if self.manifest is None else self.manifest.to_dict()}
+
+    def format_text(self) -> str:
+        lines = []
+        for number, shard in enumerate(self.shards):
+            lines.append(f"--- shard {number}")
+            lines.append(shard.format_text())
+        lines.append(f"--- total: {len(self.shards) + len(self.missing)} shards, {self.records} records, "
+                     f"{self.bytes} bytes")
+        lines += [f"missing:           {m}" for m in self.missing]
+        if self.manifest is not None:
+            lines.append(f"manifest:          {self.manifest.summary}")
+            lines += [f"                   {p.where}: {p.what}" for p in self.manifest.problems]
+        return "\n".join(lines)
+
+
+@dataclass
+class ShardSetReport:
+    """A :class:`~mxrec.doctor.report.Report` per shard, and the manifest check; ``ok`` when all are."""
+
+    path: str
+    reports: list[Report]
+    manifest: Check | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.reports) and (self.manifest is None or self.manifest.ok)
+
+    @property
+    def clean(self) -> bool:
+        return all(r.clean for r in self.reports) and (self.manifest is None or self.manifest.ok)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "ok": self.ok, "shards": [r.to_dict() for r in self.reports],
+                "manifest": None if self.manifest is None else self.manifest.to_dict()}
+
+    def format_text(self, max_problems: int = 10) -> str:
+        lines = [r.format_text(max_problems) for r in self.reports]
+        records = sum(r.check("framing").details.get("records", 0) for r in self.reports
+                      if any(c.name == "framing" for c in r.checks))
+        failed = sum(not r.ok for r in self.reports)
+        if self.manifest is not None:
+            lines.append(f"  [{'ok' if self.manifest.ok else 'FAIL':>4}] manifest: {self.manifest.summary}")
+            lines += [f"         {p.where}: {p.what}" for p in self.manifest.problems[:max_problems]]
+        lines.append(f"total: {len(self.reports)} shard(s), {records} records, {failed} shard(s) failed: "
+                     f"{'OK' if self.ok else 'FAILED'}")
+        return "\n".join(lines)
+
+
+def info(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
+         storage_options: StorageOptions = None) -> DatasetInfo | ShardSetInfo:
+    """``mxrec info``: one file's :class:`DatasetInfo`, or every shard's and the totals."""
+    shards, manifest = resolve_dataset(spec, storage_options)
+    if len(shards) == 1 and manifest is None:
+        return dataset_info(shards[0].rec, idx_path, key_type, storage_options)
+    if idx_path is not None:
+        raise ManifestError(manifest, "--idx names the .idx of one file, not of a shard set")
+    infos, missing, found = [], [], []
+    for shard in shards:
+        if not exists(shard.rec, storage_options):
+            missing.append(shard.rec)
+            found.append(None)
+            continue
+        infos.append(dataset_info(shard.rec, shard.idx, key_type, storage_options))
+        found.append((infos[-1].records, infos[-1].bytes))
+    check = manifest_check(shards, found, manifest) if manifest is not None else None
+    return ShardSetInfo(_name(spec, manifest), infos, missing, check)
+
+
+def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyType = int, *,
+           storage_options: StorageOptions = None, **options: Any) -> Report | ShardSetReport:
+    """``mxrec verify``: one file's :class:`Report`, or a report per shard and the manifest check.
+
+    ``options`` are :func:`~mxrec.doctor.verify.verify_dataset`'s; ``lst`` and ``against`` apply to one file only.
+    """
+    shards, manifest = resolve_dataset(spec, storage_options)
+    if len(shards) == 1 and manifest is None:
+        return verify_dataset(shards[0].rec, idx_path, key_type, storage_options=storage_options, **options)
+    if idx_path is not None or options.get("lst") is not None or options.get("against") is not None:
+        raise ManifestError(manifest, "--idx, --lst and --against apply to one file: verify a shard set's shards "
+                                      "one by one for them")
+    reports, found = [], []
+    for shard in shards:
+        if not exists(shard.rec, storage_options):
+            found.append(None)
+            continue
+        report = verify_dataset(shard.rec, shard.idx, key_type, storage_options=storage_options, **options)
+        reports.append(report)
+        details = report.check("framing").details
+        found.append((details["records"], details["bytes"]))
+    check = manifest_check(shards, found, manifest) if manifest is not None else None
+    if manifest is None and None in found:
+        missing = [s.rec for s, f in zip(shards, found, strict=True) if f is None]
+        check = Check("shards", False, f"{len(missing)} shard(s) missing",
+                      [Problem(m, "missing") for m in missing])
+    return ShardSetReport(_name(spec, manifest), reports, check)

@@ -1,0 +1,226 @@
+"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place, with ``RecordReader``'s API.
+
+``RecordReader("s3://bucket/train.rec")`` returns a :class:`RemoteRecordReader`.
+Opening reads the ``.idx`` whole, in one request (the one beside the ``.rec``
+when there is one, as locally), and asks for the ``.rec``'s size (one request,
+saved when the size is known, e.g. from a shard manifest). Each record's byte
+extent runs from its offset to the next larger offset in the index (the end
+of the file for the last), so a record is fetched with exactly its bytes.
+
+* ``read_batch(positions)`` fetches every record of the batch with coalesced
+  ranged reads (:class:`~mxrec.io.source.RemoteFile`): records that lie close
+  together, as in a block-shuffled epoch, arrive in one request.
+* iterating reads the file front to back in large ranged reads.
+* ``reader[i]`` is one ranged read (use ``read_batch`` for many records).
+* without an ``.idx``, opening scans the file once, front to back in large
+  reads, and warns (:class:`NoIndexWarning`) that it did.
+
+Every fetched record is checked (its length by the fetch, its framing when
+decoded); bytes that fail the framing check are fetched once more, bypassing
+the cache (a misbehaving server can answer with an error page as data), and
+then raise :class:`~mxrec.errors.RecordFormatError` naming the URL, the byte
+offset and the record's key. Pickling keeps the URL, the options and the
+parsed index; each process opens its own connections on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+import numpy as np
+
+from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RemoteNotFoundError, TruncatedRecordError
+from mxrec.format import framing
+from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
+from mxrec.io.cache import BlockCache
+from mxrec.io.filesystem import StorageOptions, is_url, read_bytes
+from mxrec.io.keys import KeyStore
+from mxrec.io.reader import RecordReader, check_offset_range
+from mxrec.io.source import RemoteFile
+
+SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
+
+
+class NoIndexWarning(UserWarning):
+    """A remote ``.rec`` without an ``.idx`` was scanned once, front to back, to find its records."""
+
+
+def record_ends(offsets: np.ndarray, size: int) -> np.ndarray:
+    """Where each record's bytes end: the next larger offset in the index, or ``size`` for the last."""
+    if len(offsets) == 0:
+        return offsets.copy()
+    starts = np.unique(offsets)
+    following = np.searchsorted(starts, offsets, side="right")
+    return np.where(following < len(starts), starts[np.minimum(following, len(starts) - 1)], size).astype(np.int64)
+
+
+def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:
+    """The same framing error, its offset made absolute (``base`` + the offset in the fetched bytes)."""
+    return type(exc)(path, base + exc.offset, exc.reason + note)
+
+
+class RemoteRecordReader(RecordReader):
+    """A remote ``.rec`` (see the module docstring); made by ``RecordReader(url, ...)``.
+
+    ``storage_options`` go to fsspec; ``cache_dir`` (or ``$MXREC_CACHE_DIR``)
+    keeps fetched blocks on local disk (:mod:`mxrec.io.cache`); ``size`` and
+    ``version`` save the request that would ask for them.
+    """
+
+    is_remote = True
+
+    def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
+                 key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
+                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
+                 size: int | None = None, version: str | None = None) -> None:
+        if duplicates not in ("error", "last"):
+            raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
+        self.path = os.fspath(path)
+        self.key_type = key_type
+        self.duplicates = duplicates
+        self.strict = strict
+        self.storage_options = dict(storage_options or {})
+        self.damage: RecordFormatError | None = None
+        self.scanned = False
+        self._closed = False
+        self._buf = None
+        self.file = RemoteFile(self.path, self.storage_options, size=size, version=version,
+                               cache=BlockCache.from_setting(cache_dir))
+        index_text, self.index_path = self._index_text(index)
+        if index_text is not None:
+            parsed = parse_index(index_text, key_type, self.index_path, duplicates == "last")
+            check_offset_range(parsed.offsets, parsed.keys, self.file.size, self.path, self.index_path)
+        else:
+            parsed = self._scan()
+        self.keys: IntKeys | list = parsed.keys
+        self.offsets: np.ndarray = parsed.offsets
+        self.ends = record_ends(parsed.offsets, self.file.size)
+        self._key_store = KeyStore(parsed.keys)
+        self._table = memoryview(parsed.offsets)  # as RecordReader's
+
+    def _index_text(self, index: str | os.PathLike | bool | None) -> tuple[bytes | None, str | None]:
+        """The ``.idx`` bytes and where they came from, or ``(None, None)`` to scan."""
+        if index is False:
+            return None, None
+        if index is None or index is True:
+            candidate = index_path_for(self.path)
+            try:
+                return RemoteFile(candidate, self.storage_options, policy=self.file.policy).read_all(), candidate
+            except RemoteNotFoundError:
+                if index is True:
+                    raise IndexFileError(candidate, f"no .idx beside {self.path} (index=True asks for it)") from None
+                return None, None
+        where = os.fspath(index)
+        if is_url(where):
+            return RemoteFile(where, self.storage_options, policy=self.file.policy).read_all(), where
+        return read_bytes(where), where
+
+    def _scan(self) -> Index:
+        """Find every record with one front-to-back pass in large reads (there is no ``.idx``)."""
+        size = self.file.size
+        offsets: list[int] = []
+        pending = b""
+        base = 0  # file offset of pending[0]
+        try:
+            for start, chunk in self.file.chunks(0, size, SCAN_CHUNK):
+                pending = pending + chunk if pending else chunk
+                last = start + len(chunk) >= size
+                at = 0
+                while at < len(pending):
+                    try:
+                        span = framing.record_span(pending, at, self.path)
+                    except TruncatedRecordError as exc:
+                        if last:
+                            raise _shifted(exc, base, self.path) from None
+                        break
+                    except RecordFormatError as exc:
+                        raise _shifted(exc, base, self.path) from None
+                    offsets.append(base + at)
+                    at = span.end
+                pending = pending[at:]
+                base += at
+        except RecordFormatError as exc:
+            if self.strict:
+                raise
+            spans, faults = framing.salvage_spans(self.file.read(0, size), self.path)
+            self.damage = faults[0] if faults else exc
+            offsets = [span.offset for span in spans]
+        self.scanned = True
+        warnings.warn(f"{self.path}: no .idx: scanned the whole file once ({len(offsets)} records, {size} bytes); "
+                      "write one with `mxrec index` to open it with one request", NoIndexWarning, stacklevel=4)
+        return Index(IntKeys(range(len(offsets))), np.asarray(offsets, dtype=np.int64), increasing=True)
+
+    # -- state ---------------------------------------------------------------
+
+    def _buffer(self) -> None:  # no mapping: reads go through self.file
+        if self._closed:
+            raise ClosedFileError(f"{self.path}: reader is closed")
+
+    @property
+    def nbytes(self) -> int:
+        return self.file.size
+
+    def close(self) -> None:
+        """Idempotent. Reading afterwards raises :class:`ClosedFileError`."""
+        self._closed = True
+
+    # -- reading ---------------------------------------------------------------
+
+    def __getitem__(self, position: int) -> bytes:
+        return self.read_batch([position])[0]
+
+    read = __getitem__
+
+    def view(self, position: int) -> memoryview:
+        """The record at ``position`` (a view of a fresh copy: remote bytes are never mapped)."""
+        return memoryview(self[position])
+
+    def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The records at ``positions``, in that order, fetched with coalesced ranged reads."""
+        self._buffer()
+        at = np.asarray(positions, dtype=np.int64)
+        if at.size and (at.max() >= len(self.offsets) or at.min() < -len(self.offsets)):
+            raise IndexError(f"{self.path}: record position out of range for {len(self.offsets)} records")
+        starts, ends = self.offsets[at].tolist(), self.ends[at].tolist()
+        ranges = list(zip(starts, ends, strict=True))
+        datas = self.file.read_ranges(ranges)
+        out = []
+        for position, (start, end), data in zip(at.tolist(), ranges, datas, strict=True):
+            try:
+                out.append(framing.decode_record(data, 0)[0])
+            except RecordFormatError:
+                out.append(self._refetch(position, start, end))
+        return out
+
+    def _refetch(self, position: int, start: int, end: int) -> bytes:
+        """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""
+        data = self.file.read_ranges([(start, end)], fresh=True)[0]
+        try:
+            return framing.decode_record(data, 0)[0]
+        except RecordFormatError as exc:
+            error = _shifted(exc, start, self.path, f" (record {self.keys[position]!r})")
+            if self.index_path is not None and not framing.is_record_start(data, 0):
+                raise IndexFileError(self.index_path, f"key {self.keys[position]!r}: offset {start} is not the "
+                                     f"start of a record in {self.path}: {exc.reason}",
+                                     key=self.keys[position]) from None
+            raise error from None
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Every record in position order, fetched in reads of about 16 MiB."""
+        extents = (self.ends - self.offsets).tolist()
+        group: list[int] = []
+        budget = 0
+        for position, extent in enumerate(extents):
+            group.append(position)
+            budget += extent
+            if budget >= SCAN_CHUNK:
+                yield from self.read_batch(group)
+                group, budget = [], 0
+        if group:
+            yield from self.read_batch(group)
+
+    def __repr__(self) -> str:
+        return f"RemoteRecordReader({self.path!r}, {len(self)} records, index={self.index_path!r})"

@@ -1,0 +1,92 @@
+"""Some of a reader's records, read as a dataset of their own: positions ``0..n-1`` are ``positions[0..n-1]``.
+
+The samples of a dataset are not always all of its records: an InsightFace
+face set's samples are its face records (:func:`mxrec.io.insightface.read_face_set`),
+not the header and identity records around them. :class:`RecordSubset` gives
+the iterators, the PyTorch datasets and the samplers one reader whose
+positions are the samples, so none of them needs to know why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from mxrec.errors import RecordKeyError
+from mxrec.format.header import IRHeader
+from mxrec.io.reader import KeyedRecords
+
+
+class RecordSubset(KeyedRecords):
+    """The records of ``reader`` at ``positions``, in that order, with the reader's interface.
+
+    Attributes the subset does not define (``path``, ``is_remote``,
+    ``nbytes``, ``index_path``, ...) are the reader's. Pickles as the reader
+    does, with the positions.
+    """
+
+    def __init__(self, reader: Any, positions: Sequence[int] | np.ndarray) -> None:
+        self.reader = reader
+        self.positions = np.asarray(positions, dtype=np.int64)
+        self._keys: list | None = None
+        self._by_key: dict | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or "reader" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.reader, name)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, position: int) -> bytes:
+        return self.reader[int(self.positions[position])]
+
+    read = __getitem__
+
+    def view(self, position: int) -> memoryview:
+        return self.reader.view(int(self.positions[position]))
+
+    def header(self, position: int) -> IRHeader:
+        return self.reader.header(int(self.positions[position]))
+
+    def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
+        return self.reader.read_batch(self.positions[np.asarray(positions, dtype=np.int64)])
+
+    def describe(self, position: int) -> str:
+        return self.reader.describe(int(self.positions[position]))
+
+    def __iter__(self) -> Iterator[bytes]:
+        for position in range(len(self)):
+            yield self[position]
+
+    @property
+    def keys(self) -> list:
+        """The ``.idx`` keys of the records in the subset, in subset order."""
+        if self._keys is None:
+            keys = self.reader.keys
+            self._keys = [keys[p] for p in self.positions.tolist()]
+        return self._keys
+
+    def position(self, key: object) -> int:
+        """The subset position of the record stored under ``key``."""
+        if self._by_key is None:
+            self._by_key = {k: i for i, k in enumerate(self.keys)}
+        try:
+            return self._by_key[key]
+        except (KeyError, TypeError):
+            raise RecordKeyError(self.reader.path, key) from None
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __getstate__(self) -> dict:
+        return {"reader": self.reader, "positions": self.positions}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["reader"], state["positions"])
+
+    def __repr__(self) -> str:
+        return f"RecordSubset({self.reader!r}, {len(self)} of its records)"
