@@ -28,6 +28,7 @@ from mxrec.io.shards import ShardLimit, read_manifest
 from mxrec.pack.job import pack_list
 from mxrec.pack.prepare import ImageTransform
 from testkit import SRC
+from testkit.datasets import make_broken_image_set
 from testkit.ray_cluster import LocalRayCluster, crash_worker_once
 
 pytestmark = pytest.mark.slow
@@ -75,18 +76,8 @@ class BrokenSet:
 
 @pytest.fixture
 def broken(im2rec, tmp_path) -> BrokenSet:
-    """Good photos and every kind of bad image file, in one .lst (as in tests/pack/test_job.py)."""
-    root = tmp_path / "root"
-    root.mkdir()
-    good = sorted((im2rec / "photos200" / "camera").glob("*.jpg"))[:3]
-    for path in good:
-        shutil.copy(path, root / path.name)
-    (root / "empty.jpg").write_bytes(b"")
-    (root / "cut.jpg").write_bytes(good[0].read_bytes()[:5000])
-    (root / "text.jpg").write_bytes(b"this is not an image")
-    names = [good[0].name, "empty.jpg", good[1].name, "cut.jpg", "missing.jpg", "text.jpg", good[2].name]
-    write_list(tmp_path / "set.lst", [ListEntry(10 + i, (float(i),), n) for i, n in enumerate(names)])
-    return BrokenSet(tmp_path / "set.lst", root)
+    """Good photos and every kind of bad image file, in one .lst (as tests/pack/test_job.py packs them)."""
+    return BrokenSet(*make_broken_image_set(tmp_path, im2rec / "photos200"))
 
 
 @pytest.mark.parametrize("transform", [ImageTransform(resize=32), ImageTransform(pass_through=True)])

@@ -16,6 +16,7 @@ from mxrec.io.reader import RecordReader
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths
 from mxrec.pack.job import pack_list, pack_prefix, record_label
 from mxrec.pack.prepare import ImageTransform
+from testkit.datasets import make_broken_image_set
 
 cv2 = pytest.importorskip("cv2")
 
@@ -37,17 +38,7 @@ def test_record_label_rule():
 @pytest.fixture
 def broken_set(im2rec, tmp_path):
     """A folder with good images and every kind of bad one, and its .lst."""
-    root = tmp_path / "root"
-    root.mkdir()
-    good = sorted((im2rec / "photos200" / "camera").glob("*.jpg"))[:3]
-    for path in good:
-        shutil.copy(path, root / path.name)
-    (root / "empty.jpg").write_bytes(b"")
-    (root / "cut.jpg").write_bytes(good[0].read_bytes()[:5000])
-    (root / "text.jpg").write_bytes(b"this is not an image")
-    names = [good[0].name, "empty.jpg", good[1].name, "cut.jpg", "missing.jpg", "text.jpg", good[2].name]
-    write_list(tmp_path / "set.lst", [ListEntry(10 + i, (float(i),), n) for i, n in enumerate(names)])
-    return tmp_path / "set.lst", root
+    return make_broken_image_set(tmp_path, im2rec / "photos200")
 
 
 @pytest.mark.parametrize("workers", [1, 2])

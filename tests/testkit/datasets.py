@@ -9,6 +9,7 @@ false alarms). Images are tiny so decoding them all takes milliseconds.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from mxrec.format import framing
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.lst import ListEntry, format_list_line
 from mxrec.io.index import write_index
+from mxrec.io.lists import write_list
 
 NUM_CLASSES = 7
 
@@ -211,3 +213,19 @@ def make_clean_dataset(path: Path, count: int = 20, classes: int = 4) -> list[by
         at += len(framing.encode_record(p))
     write_index(os.fspath(path)[:-4] + ".idx", range(count), offsets)
     return payloads
+
+
+def make_broken_image_set(folder: Path, photos: Path) -> tuple[Path, Path]:
+    """``(folder/set.lst, folder/root)``: three good photos of ``photos/camera`` and every kind of bad image
+    file (empty, cut, not an image, missing), listed in one .lst with indices 10.. and labels 0.."""
+    root = folder / "root"
+    root.mkdir()
+    good = sorted((photos / "camera").glob("*.jpg"))[:3]
+    for path in good:
+        shutil.copy(path, root / path.name)
+    (root / "empty.jpg").write_bytes(b"")
+    (root / "cut.jpg").write_bytes(good[0].read_bytes()[:5000])
+    (root / "text.jpg").write_bytes(b"this is not an image")
+    names = [good[0].name, "empty.jpg", good[1].name, "cut.jpg", "missing.jpg", "text.jpg", good[2].name]
+    write_list(folder / "set.lst", [ListEntry(10 + i, (float(i),), n) for i, n in enumerate(names)])
+    return folder / "set.lst", root

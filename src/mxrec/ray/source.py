@@ -63,43 +63,34 @@ from mxrec.io.index import resolve_index
 from mxrec.io.mapping import mapped
 from mxrec.io.reader import RecordReader
 from mxrec.io.remote_reader import record_ends
-from mxrec.io.shardset import resolve_dataset
+from mxrec.io.shardset import Shard, resolve_dataset
 from mxrec.io.source import RemoteFile
 
 _DEFAULT_BLOCK_BYTES = 128 << 20  # Ray Data's default target_max_block_size
 _INT64_MAX = 2**63 - 1
 
 
-@dataclass(frozen=True)
-class ShardRef:
-    """One ``.rec`` of a dataset: its ``.idx`` (None: none), and what its manifest says, if it came from one."""
-
-    rec: str
-    idx: str | None = None
-    records: int | None = None
-    manifest: str | None = None
-
-
 def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike],
-                   storage_options: StorageOptions = None) -> list[ShardRef]:
-    """The shards that ``paths`` names, in dataset order, through mxrec's one dataset resolver
-    (:func:`~mxrec.io.shardset.resolve_dataset`: a ``.rec`` or URL, a list, a glob, a brace range, a manifest,
-    a folder or prefix); local paths made absolute, since workers do not share the driver's folder."""
+                   storage_options: StorageOptions = None) -> tuple[list[Shard], str | None]:
+    """The shards ``paths`` names, in dataset order, and their manifest, if any, through mxrec's one dataset
+    resolver (:func:`~mxrec.io.shardset.resolve_dataset`: a ``.rec`` or URL, a list, a glob, a brace range, a
+    manifest, a folder or prefix). Local paths are made absolute (workers do not share the driver's folder),
+    and each shard's ``idx`` is the ``.idx`` it has, or None when it has none."""
     shards, manifest = resolve_dataset(paths, storage_options)
-    refs = []
+    found = []
     for shard in shards:
         rec = shard.rec if is_url(shard.rec) else os.path.abspath(shard.rec)
         idx = resolve_index(rec, shard.idx, storage_options)
-        refs.append(ShardRef(rec, idx if idx is None or is_url(idx) else os.path.abspath(idx), shard.records,
-                             manifest))
-    return refs
+        found.append(Shard(rec, idx if idx is None or is_url(idx) else os.path.abspath(idx), shard.records,
+                           shard.rec_bytes))
+    return found, manifest
 
 
 @dataclass(frozen=True)
 class _Shard:
     """A shard as the driver knows it: the ``.idx`` keys and offsets (None: no ``.idx``) and record extents."""
 
-    ref: ShardRef
+    ref: Shard
     keys: np.ndarray | list | None  # int64 keys, or str keys
     offsets: np.ndarray | None
     extents: np.ndarray | None  # bytes from each record to the next record start (or the end of the file)
@@ -110,7 +101,7 @@ class _Shard:
         return len(self.keys) if self.keys is not None else self.ref.records
 
 
-def _load_shard(ref: ShardRef, key_type: KeyType, storage_options: StorageOptions) -> _Shard:
+def _load_shard(ref: Shard, manifest: str | None, key_type: KeyType, storage_options: StorageOptions) -> _Shard:
     if ref.idx is None:
         size = RemoteFile(ref.rec, storage_options).size if is_url(ref.rec) else os.path.getsize(ref.rec)
         return _Shard(ref, None, None, None, size)
@@ -119,7 +110,7 @@ def _load_shard(ref: ShardRef, key_type: KeyType, storage_options: StorageOption
         offsets = reader.offsets
         size = reader.file.size if reader.is_remote else os.path.getsize(ref.rec)
     if ref.records is not None and ref.records != len(keys):
-        raise ManifestError(ref.manifest, f"{ref.rec}: the manifest says {ref.records} records, "
+        raise ManifestError(manifest, f"{ref.rec}: the manifest says {ref.records} records, "
                                           f"its .idx {ref.idx} lists {len(keys)}")
     return _Shard(ref, keys, offsets, record_ends(offsets, size) - offsets, size)
 
@@ -286,8 +277,8 @@ class RecordSource(Datasource):
                  bgr: bool = False, storage_options: StorageOptions = None) -> None:
         super().__init__()
         self.storage_options = storage_options
-        self._shards = [_load_shard(ref, key_type, storage_options)
-                        for ref in dataset_shards(paths, storage_options)]
+        shards, manifest = dataset_shards(paths, storage_options)
+        self._shards = [_load_shard(shard, manifest, key_type, storage_options) for shard in shards]
         if key_type is str:
             arrow_key = pa.string()
         else:  # int64, unless an .idx holds keys beyond it (a .lst index may reach 2**64 - 1)
