@@ -18,8 +18,8 @@ from mxrec.cli import EXIT_DAMAGED, EXIT_OK
 from mxrec.cli.options import add_no_progress, add_prefix_root, add_workers, checked, shown
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
-from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
-from mxrec.pack.prepare import COLOR_MODES, ENCODINGS, ImageTransform
+from mxrec.packing.job import PackResult, find_prefix_lists, pack_list
+from mxrec.packing.prepare import COLOR_MODES, ENCODINGS, ImageTransform
 
 HELP = "pack .lst image lists into .rec/.idx (im2rec pack mode)"
 
@@ -85,7 +85,7 @@ def report(results: list[PackResult]) -> int:
 
 def pack_with_progress(prefix: str, root: str, transform: ImageTransform, *, show: bool = True,
                        **options: object) -> list[PackResult]:
-    """:func:`mxrec.pack.job.pack_prefix`, with a progress display per ``.lst`` and each skipped image on stderr."""
+    """:func:`mxrec.packing.job.pack_prefix`, with a progress display per ``.lst`` and each skipped image on stderr."""
     results = []
     for lst in find_prefix_lists(prefix):
         label = os.path.basename(os.path.splitext(lst)[0]) + ".rec: "
