@@ -150,7 +150,7 @@ def pack_rounds(clusters: dict[int, LocalRayCluster], photos: Path, lst: Path, w
 def warm_pack(cluster: LocalRayCluster, photos: Path, lst: Path, work: Path, rounds: int,
               tasks: int | None = None) -> list[float]:
     """``pack_list_ray`` of ``lst`` on a warm connection (workers already started), ``tasks`` tasks."""
-    from mxrec.pack.prepare import ImageTransform
+    from mxrec.packing.prepare import ImageTransform
     from mxrec.ray import pack_list_ray
 
     transform = ImageTransform(resize=256, quality=95)

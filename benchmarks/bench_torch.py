@@ -19,19 +19,20 @@ left-right flip, to-tensor, ImageNet mean/std normalisation; 2 workers
   today: ``PIL.Image.open(...).convert("RGB")``, crop + resize (bilinear),
   flip, ``to_tensor`` and ``normalize`` written with torch ops as
   torchvision does them (torchvision is not a dependency);
-* batch path (``__getitems__``) + ``DataLoader(num_workers=2)``: the lower
-  piece for mxrec.torch -- each worker fills a whole batch tensor, allocated
-  in shared memory, with :meth:`mxrec.train.loader.RecordSampleLoader.load_batch`
-  (decode into a reused buffer, MXNet's augmenter, normalise straight into the
-  tensor): no per-sample arrays, no collate copy, no copy into shared memory;
-  float32 and uint8 batches; defined here until mxrec.torch wires it;
+* ``ImageRecordDataset(preprocess=...)`` + ``DataLoader(num_workers=2,
+  collate_fn=batch_collate)``: each worker fills a whole batch tensor, in
+  shared memory, with ``ImageRecordIter``'s per-sample loader (decode into a
+  reused buffer, MXNet's augmenter, normalise straight into the tensor): no
+  per-sample arrays, no collate copy, no copy into shared memory; float32 and
+  uint8 batches;
 * ``ImageRecordIter`` + ``torch_batches``: 2 threads, the tensors share the
   iterator's batch buffers (zero copy); ``.pin_memory()`` per batch is timed
   too when CUDA is present.
 
 Steady state: the first 4 batches of each run are not timed. Rounds
-interleave the rows; every round is printed. Bars: the dataset >= 2x the PIL
-folder and >= 80% of ImageRecordIter.
+interleave the rows; every round is printed. Bars: ``ImageRecordDataset``
+(its batch path, float32) >= 2x the PIL folder and >= 80% of
+``ImageRecordIter`` at the same settings.
 """
 
 from __future__ import annotations
@@ -46,18 +47,15 @@ import time
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from bench_iter import MEAN_STD, build_rec
 from mxrec import RecordReader
 from mxrec.format.header import unpack_header
-from mxrec.torch import ImageRecordDataset, torch_batches
+from mxrec.torch import ImageRecordDataset, batch_collate, torch_batches
 from mxrec.train import ImageRecordIter
-from mxrec.train.augment import AugmentParams
-from mxrec.train.loader import RecordSampleLoader
-from mxrec.train.normalize import NormalizeParams
 from mxrec.transforms import Compose, Normalize, RandomFlipLeftRight, RandomResizedCrop, ToTensor
 
 BATCH = 128
@@ -104,54 +102,6 @@ class PILFolder(Dataset):
         return tensor.sub_(self.mean).div_(self.std), label  # normalize
 
 
-# -- the lower piece wired as mxrec.torch would: a whole batch per __getitems__ call --------------------------------
-
-class BatchedRecordDataset(Dataset):
-    """``__getitems__`` fills one batch tensor with RecordSampleLoader.load_batch (see the module doc)."""
-
-    def __init__(self, path: str, dtype: str = "float32") -> None:
-        self.path = path
-        self.dtype = dtype
-        self.epoch = 0
-        self._loader: RecordSampleLoader | None = None
-
-    def loader(self) -> RecordSampleLoader:
-        if self._loader is None:  # made in the worker: the reader maps the file there
-            normalize = NormalizeParams(rand_mirror=True, **MEAN_STD)
-            augment = AugmentParams(data_shape=(3, SIZE, SIZE), **TRAIN_AUGMENT)
-            self._loader = RecordSampleLoader(RecordReader(self.path), augment, normalize, dtype=self.dtype)
-        return self._loader
-
-    def __len__(self) -> int:
-        return len(RecordReader(self.path))
-
-    def __getitem__(self, i: int):
-        return self.__getitems__([i])
-
-    def __getitems__(self, indices: list[int]):
-        data = shared_empty((len(indices), 3, SIZE, SIZE), getattr(torch, self.dtype))
-        label = torch.empty((len(indices), 1), dtype=torch.float32)
-        self.loader().load_batch(indices, self.epoch, data.numpy(), label.numpy())
-        return data, label[:, 0]
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_loader": None}
-
-
-def shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised tensor, in shared memory inside a DataLoader worker: sending it to the main process then
-    costs no copy (a plain tensor is copied into shared memory when it is put on the worker's queue)."""
-    if get_worker_info() is None:
-        return torch.empty(shape, dtype=dtype)
-    count = math.prod(shape)
-    storage = torch.UntypedStorage._new_shared(count * torch.empty((), dtype=dtype).element_size())
-    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
-
-
-def first(batch):
-    return batch
-
-
 def one_opencv_thread(worker: int) -> None:
     """DataLoader workers: OpenCV single-threaded (the workers are the parallelism; its own pool in a forked
     child also aborted at shutdown)."""
@@ -187,9 +137,15 @@ def loader_rate(dataset: Dataset, images: int, context: str, collate=None) -> tu
     return rate, first_batch
 
 
-def iter_rate(rec: str, images: int, pin: bool) -> float:
+def batched(rec: str, dtype: str = "float32") -> ImageRecordDataset:
+    """mxrec.torch's batch path: ImageRecordIter's parameters, whole batches made by each worker."""
+    return ImageRecordDataset(rec, preprocess=dict(data_shape=(3, SIZE, SIZE), rand_mirror=True, **TRAIN_AUGMENT,
+                                                   **MEAN_STD), dtype=dtype)
+
+
+def iter_rate(rec: str, images: int, pin: bool, dtype: str = "float32") -> float:
     with ImageRecordIter(path_imgrec=rec, data_shape=(3, SIZE, SIZE), batch_size=BATCH, preprocess_threads=WORKERS,
-                         shuffle=True, rand_mirror=True, **TRAIN_AUGMENT, **MEAN_STD) as it:
+                         shuffle=True, rand_mirror=True, dtype=dtype, **TRAIN_AUGMENT, **MEAN_STD) as it:
         batches = torch_batches(it)
         for _ in range(WARMUP):
             next(batches)
@@ -241,11 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         "ImageRecordDataset, spawn": lambda: loader_rate(ImageRecordDataset(args.rec, transform=transform),
                                                          args.images, "spawn"),
         "PIL image folder, fork": lambda: loader_rate(PILFolder(args.folder), args.images, "fork"),
-        "batch path (__getitems__), fork": lambda: loader_rate(BatchedRecordDataset(args.rec), args.images, "fork",
-                                                               first),
-        "  same, uint8 batches": lambda: loader_rate(BatchedRecordDataset(args.rec, "uint8"), args.images, "fork",
-                                                     first),
+        "ImageRecordDataset(preprocess), fork": lambda: loader_rate(batched(args.rec), args.images, "fork",
+                                                                    batch_collate),
+        "  same, spawn": lambda: loader_rate(batched(args.rec), args.images, "spawn", batch_collate),
+        "  same, uint8 batches": lambda: loader_rate(batched(args.rec, "uint8"), args.images, "fork", batch_collate),
         "ImageRecordIter + torch_batches": lambda: (iter_rate(args.rec, args.images, False), None),
+        "  same, uint8 batches ": lambda: (iter_rate(args.rec, args.images, False, "uint8"), None),
     }
     if cuda:
         rows["  same, .pin_memory() each batch"] = lambda: (iter_rate(args.rec, args.images, True), None)
@@ -257,18 +214,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {number + 1}/{args.rounds} ...", file=sys.stderr, flush=True)
         rounds.append({name: run() for name, run in rows.items()})
 
-    dataset, folder, it = "ImageRecordDataset, fork", "PIL image folder, fork", "ImageRecordIter + torch_batches"
-    print(f"\n{'round':5} {'pipeline':34} {'img/s':>7} {'first batch':>12} {'/ PIL':>7} {'/ Iter':>7}")
+    dataset, folder, it = ("ImageRecordDataset(preprocess), fork", "PIL image folder, fork",
+                           "ImageRecordIter + torch_batches")
+    print(f"\n{'round':5} {'pipeline':38} {'img/s':>7} {'first batch':>12} {'/ PIL':>7} {'/ Iter':>7}")
     fails = 0
     for number, measured in enumerate(rounds, 1):
         for name, (rate, first_batch) in measured.items():
             started = f"{first_batch:11.1f}s" if first_batch is not None else f"{'-':>12}"
-            print(f"{number:5} {name:34} {rate:7.0f} {started} {rate / measured[folder][0]:6.2f}x "
+            print(f"{number:5} {name:38} {rate:7.0f} {started} {rate / measured[folder][0]:6.2f}x "
                   f"{rate / measured[it][0]:7.0%}")
         ours = measured[dataset][0]
         ok = ours >= 2 * measured[folder][0] and ours >= 0.8 * measured[it][0]
         fails += not ok
-        print(f"{'':5} bar: ImageRecordDataset >= 2x PIL folder and >= 80% of ImageRecordIter: "
+        print(f"{'':5} bar: ImageRecordDataset(preprocess) >= 2x PIL folder and >= 80% of ImageRecordIter: "
               f"{'PASS' if ok else 'FAIL'}")
     return 1 if fails else 0
 

@@ -75,3 +75,12 @@ def test_rooms_import_only_what_their_docstring_allows(room, path):
 def test_every_module_is_in_a_room_or_listed():
     loose = {p.stem for p in PACKAGE.glob("*.py")} - set(TOP_LEVEL)
     assert not loose, f"modules beside the rooms that belong in one: {sorted(loose)}"
+
+
+def test_no_room_shadows_a_public_name():
+    """``mxrec.pack`` is the function: a room named like a public name would replace it on ``import mxrec``."""
+    import types
+
+    modules = [name for name in mxrec.__all__ if isinstance(getattr(mxrec, name), types.ModuleType)]
+    assert modules == ["recordio"]
+    assert not set(ROOMS) & set(mxrec.__all__)

@@ -9,7 +9,7 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
   output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files).
   :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
-* :mod:`mxrec.pack` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
+* :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
@@ -46,10 +46,10 @@ from mxrec.io.insightface import FaceSet, read_face_set
 from mxrec.io.reader import RecordReader
 from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
-from mxrec.pack.extract import extract_records
-from mxrec.pack.job import pack_list, pack_prefix
-from mxrec.pack.make_lists import make_lists, read_labelled_csv
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.extract import extract_records
+from mxrec.packing.job import pack_list, pack_prefix
+from mxrec.packing.make_lists import make_lists, read_labelled_csv
+from mxrec.packing.prepare import ImageTransform
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
 from mxrec.train.verification import VerificationSet, load_verification_set
 

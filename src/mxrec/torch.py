@@ -66,6 +66,7 @@ lazily, in the worker; no open remote connection is ever pickled.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -80,6 +81,10 @@ from mxrec.io.filesystem import StorageOptions
 from mxrec.io.insightface import read_face_set
 from mxrec.io.shardset import open_dataset
 from mxrec.io.subset import RecordSubset
+from mxrec.train.augment import AugmentParams
+from mxrec.train.dataiter import check_names, data_shape_of
+from mxrec.train.loader import RecordSampleLoader
+from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BrokenRecordWarning, OnBroken
 from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.record_iter import shuffle_block_for
@@ -212,14 +217,34 @@ class ImageRecordDataset(_ImageRecords, Dataset):
     """``ds[i]`` = ``(image, label)`` of record ``i``: HWC RGB ``uint8`` (``flag=0``: HW grey), label(s).
 
     See the module docstring for ``on_broken``, ``label_dtype`` and remote datasets.
+
+    ``preprocess``: ``ImageRecordIter``'s augmentation and normalisation
+    parameters (``data_shape`` required; ``random_resized_crop``,
+    ``min_random_area``, ``rand_mirror``, ``mean_r``, ``std_r``, ...,
+    ``label_width``), done as :class:`~mxrec.train.record_iter.ImageRecordIter`
+    does them (:class:`~mxrec.train.loader.RecordSampleLoader`), into ``dtype``
+    (``float32``, ``uint8``, ...) CHW tensors; ``transform`` does not apply.
+    Then a ``DataLoader`` batch is made whole by one worker, straight into a
+    tensor in shared memory, with no per-sample arrays and no collate copy:
+    pass ``collate_fn=mxrec.torch.batch_collate``. This is the fast path of
+    the map-style datasets; ``dtype="uint8"`` (normalise on the GPU) is
+    faster still, and :func:`torch_batches` over an ``ImageRecordIter``
+    (threads, batch buffers reused) fastest.
     """
 
     def __init__(self, path: Any, index: Index = None, *, flag: int = 1, transform: Callable | None = None,
                  target_transform: Callable | None = None, seed: int = 0, on_broken: OnBroken = "skip",
                  label_dtype: str = "float32", storage_options: StorageOptions = None,
-                 cache_dir: str | None = None, layout: str = "auto") -> None:
+                 cache_dir: str | None = None, layout: str = "auto", preprocess: dict[str, Any] | None = None,
+                 dtype: str = "float32") -> None:
         super().__init__(path, index, flag, transform, target_transform, seed, on_broken, label_dtype,
                          storage_options, cache_dir, layout)
+        self.preprocess = None if preprocess is None else _preprocess_params(preprocess)
+        self.dtype = dtype
+        self._loader: RecordSampleLoader | None = None
+        self._payloads: dict[int, bytes] = {}  # a remote batch's records, fetched together
+        if self.preprocess is not None:
+            self._sample_loader()  # checks dtype and the parameters now, not in a worker
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -227,13 +252,102 @@ class ImageRecordDataset(_ImageRecords, Dataset):
     def __getitem__(self, i: int) -> tuple[Any, Any]:
         if not -len(self) <= i < len(self):
             raise IndexError(f"record {i} out of range for {len(self)} records")
+        if self.preprocess is not None:
+            data, label = self._batch([i % len(self)])
+            return data[0], label[0]
         return self.sample(i % len(self))
 
-    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
-        """A batch: its records fetched together (coalesced ranged reads when remote), then decoded."""
+    def __getitems__(self, indices: Sequence[int]) -> Any:
+        """A batch: its records fetched together (coalesced ranged reads when remote), then decoded.
+
+        With ``preprocess``: ``(data, label)`` tensors of the whole batch (use :func:`batch_collate`).
+        """
         positions = [int(i) % len(self) for i in indices]
+        if self.preprocess is not None:
+            return self._batch(positions)
         payloads = self.reader.read_batch(positions) if self.reader.is_remote else [None] * len(positions)
         return [self.sample(p, payload) for p, payload in zip(positions, payloads, strict=True)]
+
+    def _sample_loader(self) -> RecordSampleLoader:
+        """The per-process loader (made where it is used: it holds per-thread buffers, which do not pickle)."""
+        if self._loader is None:
+            augment, normalize, label_width = self.preprocess
+            self._loader = RecordSampleLoader(self.reader, augment, normalize, dtype=self.dtype,
+                                              label_width=label_width, seed=self.seed,
+                                              identities=self.faces is not None, view=self._view)
+        return self._loader
+
+    def _view(self, position: int) -> memoryview:
+        payload = self._payloads.get(position)
+        return self.reader.view(position) if payload is None else memoryview(payload)
+
+    def _batch(self, positions: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        loader = self._sample_loader()
+        epoch = self.epoch
+        data = _batch_tensor((len(positions), *loader.shape), loader.dtype)
+        labels = np.empty((len(positions), loader.label_width), np.float32)
+        if self.reader.is_remote:
+            self._payloads = dict(zip(positions, self.reader.read_batch(positions), strict=True))
+        try:
+            frames, label_rows = data.numpy(), labels
+            for slot, position in enumerate(positions):
+                self._load_slot(loader, position, epoch, frames[slot], label_rows[slot])
+        finally:
+            self._payloads = {}
+        if self.label_dtype == "int64":
+            if not np.all(labels == np.round(labels)):
+                raise ParameterError(f"{self.reader.path}: labels {labels[labels != np.round(labels)][:4].tolist()} "
+                                     "are not class ids (whole numbers); use label_dtype='float32'")
+            labels = labels.astype(np.int64)
+        label = torch.from_numpy(labels)
+        return data, (label[:, 0] if loader.label_width == 1 else label)
+
+    def _load_slot(self, loader: RecordSampleLoader, position: int, epoch: int, data: np.ndarray,
+                   label: np.ndarray) -> None:
+        """Record ``position`` into a slot; a broken one is skipped (the next decodable record) or raised."""
+        count = len(self.reader)
+        for attempt in range(count):
+            at = (position + attempt) % count
+            try:
+                loader.load(at, epoch, data, label)
+                return
+            except _BROKEN as exc:
+                if self.on_broken == "error":
+                    raise type(exc)(f"{self.reader.describe(at)}: {exc}") from exc
+                self.skipped.append(self.reader.describe(at))
+                warnings.warn(f"{self.reader.describe(at)}: broken record skipped, the next record is used in its "
+                              f"place ({exc})", BrokenRecordWarning, stacklevel=4)
+        raise ImageDecodeError(f"{self.reader.path}: no record decodes")
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_loader": None, "_payloads": {}}
+
+
+def batch_collate(batch: Any) -> Any:
+    """``DataLoader``'s ``collate_fn`` for datasets whose ``__getitems__`` returns a whole batch: it is ready."""
+    return batch
+
+
+def _preprocess_params(params: dict[str, Any]) -> tuple[AugmentParams, NormalizeParams, int]:
+    """``(augment, normalise, label_width)`` from ``ImageRecordIter``-style parameters (checked, with hints)."""
+    augment_names, normalize_names = AugmentParams.names(), NormalizeParams.names()
+    check_names(params, (*augment_names, *normalize_names, "label_width"), "preprocess")
+    if "data_shape" not in params:
+        raise ParameterError("preprocess: data_shape (channels, height, width) is required")
+    augment = AugmentParams(**{**{k: v for k, v in params.items() if k in augment_names},
+                               "data_shape": data_shape_of(params["data_shape"])})
+    normalize = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
+    return augment, normalize, int(params.get("label_width", 1))
+
+
+def _batch_tensor(shape: tuple[int, ...], dtype: np.dtype) -> torch.Tensor:
+    """An uninitialised tensor; in a ``DataLoader`` worker, in shared memory, so that passing it on copies nothing
+    (the loader would copy a plain tensor into shared memory)."""
+    dtype = getattr(torch, np.dtype(dtype).name)
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    storage = torch.UntypedStorage._new_shared(math.prod(shape) * torch.empty((), dtype=dtype).element_size())
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 
 def _batch_sampler(num_records: int, reader: Any, batch_size: int, shuffle: bool, seed: int, rank: int | None,

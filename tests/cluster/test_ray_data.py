@@ -20,8 +20,8 @@ from mxrec.format.manifest import manifest_path
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.reader import RecordReader
 from mxrec.io.shards import ShardLimit, read_manifest
-from mxrec.pack.job import pack_list
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.job import pack_list
+from mxrec.packing.prepare import ImageTransform
 from mxrec.train.record_iter import ImageRecordIter
 from testkit.ray_cluster import crash_worker_once
 

@@ -25,8 +25,8 @@ from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
 from mxrec.io.reader import RecordReader
 from mxrec.io.shards import ShardLimit, read_manifest
-from mxrec.pack.job import pack_list
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.job import pack_list
+from mxrec.packing.prepare import ImageTransform
 from testkit import SRC
 from testkit.datasets import make_broken_image_set
 from testkit.ray_cluster import LocalRayCluster, crash_worker_once

@@ -16,11 +16,11 @@ from mxrec.errors import MxrecError
 from mxrec.format.header import unpack
 from mxrec.io.lists import read_label_names, read_list, write_list
 from mxrec.io.reader import RecordReader
-from mxrec.pack.job import find_prefix_lists, pack_list, pack_prefix
-from mxrec.pack.make_lists import (
+from mxrec.packing.job import find_prefix_lists, pack_list, pack_prefix
+from mxrec.packing.make_lists import (
     make_lists,
 )
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.prepare import ImageTransform
 
 # golden folder -> (.lst used there, transform, pack_label); commands in golden/im2rec/README.txt
 VARIANTS = {

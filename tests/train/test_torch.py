@@ -10,9 +10,12 @@ from testkit.iterdata import IM2REC, pack_photos
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
+import mxrec.torch as mxrec_torch  # noqa: E402
 from mxrec import RecordReader  # noqa: E402
+from mxrec.errors import ImageDecodeError, ParameterError  # noqa: E402
 from mxrec.torch import ImageRecordDataset, ImageRecordIterable, RecordDataset, torch_batches  # noqa: E402
 from mxrec.train import ImageRecordIter  # noqa: E402
+from mxrec.train.pipeline import BrokenRecordWarning  # noqa: E402
 from mxrec.transforms import Compose, Normalize, RandomFlipLeftRight, RandomResizedCrop, ToTensor  # noqa: E402
 
 
@@ -96,3 +99,56 @@ def test_torch_batches_share_memory(rec):
         shared = torch.from_numpy(batch.data[0])
         assert shared.data_ptr() == batch.data[0].ctypes.data
     np.testing.assert_array_equal(data.numpy(), batch.data[0])
+
+
+TRAIN = dict(data_shape=(3, 24, 24), random_resized_crop=True, min_random_area=0.2, min_aspect_ratio=0.75,
+             max_aspect_ratio=1.33, rand_mirror=True, mean_r=123.7, mean_g=116.3, mean_b=103.5, std_r=58.4,
+             std_g=57.1, std_b=57.4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+def test_preprocessed_batches_are_image_record_iters(rec, dtype):
+    """preprocess=ImageRecordIter's parameters: the same pixels (random crops and flips included) per position."""
+    with ImageRecordIter(path_imgrec=rec, batch_size=10, dtype=dtype, seed=3, **TRAIN) as it:
+        expected = [(b.data[0].copy(), b.label[0].copy()) for b in it]
+    ds = ImageRecordDataset(rec, preprocess=TRAIN, dtype=dtype, seed=3)
+    data, label = ds.__getitems__(list(range(10)))
+    assert data.dtype == getattr(torch, dtype) and data.shape == (10, 3, 24, 24)
+    np.testing.assert_array_equal(data.numpy(), expected[0][0])
+    np.testing.assert_array_equal(label.numpy(), expected[0][1])
+    image, one = ds[13]
+    np.testing.assert_array_equal(image.numpy(), expected[1][0][3])
+    assert one == expected[1][1][3]
+    batches = list(DataLoader(ds, batch_size=10, num_workers=2, multiprocessing_context="fork",
+                              collate_fn=mxrec_torch.batch_collate))
+    for (x, y), (ex, ey) in zip(batches, expected, strict=True):
+        np.testing.assert_array_equal(x.numpy(), ex)
+        np.testing.assert_array_equal(y.numpy(), ey)
+
+
+def test_preprocess_options_are_checked(rec):
+    with pytest.raises(ParameterError, match="did you mean 'rand_mirror'"):
+        ImageRecordDataset(rec, preprocess=dict(data_shape=(3, 8, 8), rand_miror=True))
+    with pytest.raises(ParameterError, match="data_shape"):
+        ImageRecordDataset(rec, preprocess=dict(rand_mirror=True))
+    with pytest.raises(ParameterError, match="dtype"):
+        ImageRecordDataset(rec, preprocess=dict(data_shape=(3, 8, 8)), dtype="int7")
+    labels = ImageRecordDataset(rec, preprocess=dict(data_shape=(3, 8, 8)), label_dtype="int64")
+    assert labels.__getitems__([0, 1])[1].dtype == torch.int64
+
+
+def test_preprocessed_batches_skip_broken_records(tmp_path):
+    from mxrec import IRHeader, RecordWriter, pack
+    from testkit.datasets import jpeg, photo
+
+    with RecordWriter(tmp_path / "b.rec", index=True) as writer:
+        for key in range(6):
+            body = b"not an image" if key == 2 else jpeg(photo(key))
+            writer.write(pack(IRHeader(0, float(key), key, 0), body))
+    ds = ImageRecordDataset(str(tmp_path / "b.rec"), preprocess=dict(data_shape=(3, 16, 16)))
+    with pytest.warns(BrokenRecordWarning, match="record 2"):
+        batch, label = ds.__getitems__(list(range(6)))
+    assert len(batch) == 6 and label.tolist() == [0, 1, 3, 3, 4, 5] and ds.skipped  # the next record instead
+    strict = ImageRecordDataset(str(tmp_path / "b.rec"), preprocess=dict(data_shape=(3, 16, 16)), on_broken="error")
+    with pytest.raises(ImageDecodeError, match="record 2"):
+        strict.__getitems__([1, 2])

@@ -16,7 +16,7 @@ import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
 from mxrec.cli.options import add_dataset, add_label_names, key_type, label_names, shown
-from mxrec.pack.extract import dataset_stem, extract_records
+from mxrec.packing.extract import dataset_stem, extract_records
 
 HELP = "write the images of a .rec back to files"
 

@@ -16,7 +16,7 @@ from mxrec.cli.list import add_list_arguments
 from mxrec.cli.options import add_prefix_root, add_workers
 from mxrec.cli.pack import add_transform_arguments, pack_with_progress, report, transform_from_args
 from mxrec.io.lists import label_names_path, read_label_names
-from mxrec.pack.make_lists import make_lists
+from mxrec.packing.make_lists import make_lists
 
 HELP = "drop-in for MXNet's tools/im2rec.py (same arguments)"
 

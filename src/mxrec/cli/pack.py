@@ -19,8 +19,8 @@ from mxrec.cli import EXIT_DAMAGED, EXIT_OK
 from mxrec.cli.options import add_engine, add_no_progress, add_prefix_root, add_workers, check_engine, checked, shown
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
-from mxrec.pack.job import PackResult, find_prefix_lists, pack_list
-from mxrec.pack.prepare import COLOR_MODES, ENCODINGS, ImageTransform
+from mxrec.packing.job import PackResult, find_prefix_lists, pack_list
+from mxrec.packing.prepare import COLOR_MODES, ENCODINGS, ImageTransform
 
 HELP = "pack .lst image lists into .rec/.idx (im2rec pack mode)"
 
@@ -87,7 +87,7 @@ def report(results: list[PackResult]) -> int:
 
 def pack_with_progress(prefix: str, root: str, transform: ImageTransform, *, show: bool = True,
                        pack: Callable[..., PackResult] = pack_list, **options: object) -> list[PackResult]:
-    """:func:`mxrec.pack.job.pack_prefix` (or with ``pack``, another engine's ``pack_list``), with a progress
+    """:func:`mxrec.packing.job.pack_prefix` (or with ``pack``, another engine's ``pack_list``), with a progress
     display per ``.lst`` and each skipped image on stderr."""
     results = []
     for lst in find_prefix_lists(prefix):

@@ -17,7 +17,7 @@
 Importing this package without Ray installed raises a one-line :class:`~mxrec.errors.MxrecError` that
 names the extra; everything else in mxrec works without Ray (the command line imports this lazily).
 May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`, :mod:`mxrec.image`,
-:mod:`mxrec.transforms`, :mod:`mxrec.pack`, :mod:`mxrec.doctor`, :mod:`mxrec.train` (and Ray, pyarrow).
+:mod:`mxrec.transforms`, :mod:`mxrec.packing`, :mod:`mxrec.doctor`, :mod:`mxrec.train` (and Ray, pyarrow).
 """
 
 from mxrec.ray.session import require_ray

@@ -1,9 +1,9 @@
 """``mxrec pack --engine ray``: a ``.lst`` and its image folder packed on a Ray cluster, as a shard set.
 
-The ``.lst`` is read and checked on the driver (:func:`~mxrec.pack.job.read_pack_list`: bad lines,
+The ``.lst`` is read and checked on the driver (:func:`~mxrec.packing.job.read_pack_list`: bad lines,
 repeated indices and paths leaving the root fail before any image is read), cut into ``blocks`` runs of
 consecutive entries, and each run becomes one write task of a :class:`PackSink`: the task packs each
-image with :func:`~mxrec.pack.job.record_or_reason` -- the very function a local pack uses, so every
+image with :func:`~mxrec.packing.job.record_or_reason` -- the very function a local pack uses, so every
 record is byte-identical to a local ``mxrec pack`` of the same image with the same options, and every
 skipped image has the same reason -- and writes the records, keyed by their ``.lst`` index, in ``.lst``
 order, as the sink's shards. The job commits as any :class:`~mxrec.ray.sink.RecordSink` does: shards
@@ -35,7 +35,7 @@ from mxrec.format.lst import ListEntry
 from mxrec.image.codec import opencv
 from mxrec.io.filesystem import is_url
 from mxrec.io.shards import ShardLimit
-from mxrec.pack.job import (
+from mxrec.packing.job import (
     ImageNote,
     PackResult,
     find_prefix_lists,
@@ -44,7 +44,7 @@ from mxrec.pack.job import (
     record_or_reason,
     take_outcome,
 )
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.prepare import ImageTransform
 from mxrec.ray.session import ProgressTally, default_tasks, job_context, ray_session, run_reporting
 from mxrec.ray.sink import Notes, RecordSink
 from mxrec.ray.source import split_ranges
@@ -67,7 +67,7 @@ class PackSink(RecordSink):
     """A :class:`~mxrec.ray.sink.RecordSink` whose rows are ``.lst`` entries, packed by the write tasks.
 
     Rows: ``position`` (in the ``.lst``), ``index``, ``labels``, ``path``. Each task keeps its notes as a
-    local pack does (:func:`~mxrec.pack.job.take_outcome`: skipped images, pass-through files that are no
+    local pack does (:func:`~mxrec.packing.job.take_outcome`: skipped images, pass-through files that are no
     image; with ``job.strict`` the first stops the job with :class:`~mxrec.errors.PackError`) and returns
     them; :attr:`result` gathers them in ``.lst`` order. A job that packed nothing fails as a local one does,
     before anything is committed. ``tally``: a :class:`~mxrec.ray.session.ProgressTally` the tasks report
@@ -136,7 +136,7 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
                   progress: Callable[[int, int], None] | None = None,
                   on_skip: Callable[[ImageNote], None] | None = None,
                   on_warning: Callable[[ImageNote], None] | None = None) -> PackResult:
-    """:func:`mxrec.pack.job.pack_list` on a Ray cluster (see the module docstring); returns what it wrote.
+    """:func:`mxrec.packing.job.pack_list` on a Ray cluster (see the module docstring); returns what it wrote.
 
     ``rec_path`` (default: the ``.lst`` path with ``.rec``) names the shard set: ``NAME_00000.rec`` ... and
     ``NAME.manifest.json``. ``blocks``: pack tasks (default: 4 per cluster CPU, at most one per image; with

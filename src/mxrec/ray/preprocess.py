@@ -5,7 +5,7 @@ Each callable takes a batch of rows as :func:`~mxrec.ray.read_recordio` gives th
 
 * :class:`DecodeImages`: ``data`` (encoded bytes) -> ``image`` (pixels, HWC, RGB unless ``bgr``), decoded
   as the training pipelines decode (:func:`~mxrec.image.codec.decode_pixels`).
-* :class:`TransformImages`: ``data`` -> ``data`` through an :class:`~mxrec.pack.prepare.ImageTransform`,
+* :class:`TransformImages`: ``data`` -> ``data`` through an :class:`~mxrec.packing.prepare.ImageTransform`,
   im2rec's per-image step (decode, centre crop, resize, re-encode): the bytes a local ``mxrec pack`` of
   the same images with the same options would store. With :func:`~mxrec.ray.write_recordio` this
   re-encodes a whole dataset on the cluster.
@@ -37,7 +37,7 @@ from ray.data.block import BlockAccessor
 
 from mxrec.errors import ImageDecodeError, ParameterError
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.prepare import ImageTransform
 from mxrec.ray.source import image_column
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM, check_names, data_shape_of

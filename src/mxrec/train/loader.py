@@ -52,6 +52,7 @@ class RecordSampleLoader:
         self.reader = reader
         self._view = reader.view if view is None else view
         self._identities = identities
+        self.shape = tuple(augment.data_shape)  # (C, H, W) of a sample
         self.channels = augment.data_shape[0]
         self.label_width = label_width
         self._writer = SlotWriter(normalize, self.channels, dtype, mean_image)

@@ -25,7 +25,7 @@ each is a point where the pipeline's threads hand the GIL over.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -65,6 +65,11 @@ class NormalizeParams:
     def is_random(self) -> bool:
         """Whether writing a sample draws random numbers."""
         return self.rand_mirror or self.max_random_contrast > 0 or self.max_random_illumination > 0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The parameter names accepted by the constructor."""
+        return tuple(f.name for f in fields(cls))
 
 
 class SlotWriter:

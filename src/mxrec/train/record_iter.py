@@ -120,10 +120,6 @@ class RecordIterParams:
         return tuple(f.name for f in fields(cls))
 
 
-def _normalize_names() -> tuple[str, ...]:
-    return tuple(f.name for f in fields(NormalizeParams))
-
-
 def _rotate_list(value: Any) -> tuple[int, ...]:
     """MXNet takes ``rotate_list`` as a comma-separated string; a sequence of ints is accepted too."""
     if isinstance(value, str):
@@ -193,7 +189,7 @@ class ImageRecordIter(BatchIter):
 
     def __init__(self, **params: Any) -> None:
         iter_names, augment_names, normalize_names = (RecordIterParams.names(), AugmentParams.names(),
-                                                      _normalize_names())
+                                                      NormalizeParams.names())
         check_names(params, (*iter_names, *augment_names, *normalize_names), "ImageRecordIter")
         if "rotate_list" in params:
             params["rotate_list"] = _rotate_list(params["rotate_list"])

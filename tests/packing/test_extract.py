@@ -12,9 +12,9 @@ from mxrec.format.header import IRHeader, pack
 from mxrec.io.lists import read_list
 from mxrec.io.reader import RecordReader
 from mxrec.io.writer import RecordWriter
-from mxrec.pack.extract import extract_records, image_extension, label_folder
-from mxrec.pack.job import pack_list
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.extract import extract_records, image_extension, label_folder
+from mxrec.packing.job import pack_list
+from mxrec.packing.prepare import ImageTransform
 
 cv2 = pytest.importorskip("cv2")
 JPEG = cv2.imencode(".jpg", np.full((8, 8, 3), 200, np.uint8))[1].tobytes()

@@ -10,7 +10,7 @@ import pytest
 from mxrec.errors import ImageDecodeError, OptionError
 from mxrec.image.codec import decode_image, encode_image
 from mxrec.image.headers import jpeg_header, truncation
-from mxrec.pack.prepare import ImageTransform, center_square, cv2_size, reduction_factor
+from mxrec.packing.prepare import ImageTransform, center_square, cv2_size, reduction_factor
 
 cv2 = pytest.importorskip("cv2")
 
@@ -204,14 +204,14 @@ def test_every_kind_of_jpeg_gives_im2rec_bytes(jpeg, kind):
 
 @pytest.mark.parametrize("kind", JPEG_KINDS)
 def test_simplejpeg_decodes_only_what_it_decodes_as_opencv(jpeg, kind, monkeypatch):
-    import mxrec.pack.prepare
+    import mxrec.packing.prepare
 
     data, by_simplejpeg = jpeg_kinds(jpeg)[kind]
 
     def no_opencv_decode(*args, **kwargs):
         raise AssertionError("decoded by OpenCV")
 
-    monkeypatch.setattr(mxrec.pack.prepare, "decode_image", no_opencv_decode)
+    monkeypatch.setattr(mxrec.packing.prepare, "decode_image", no_opencv_decode)
     for color in (1, 0):
         if by_simplejpeg:
             ImageTransform(color=color).apply(data)

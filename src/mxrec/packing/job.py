@@ -1,7 +1,7 @@
 """The pack job: a ``.lst`` and its image folder turned into a ``.rec``/``.idx`` (im2rec's pack mode).
 
 For each ``.lst`` entry, in ``.lst`` order, the image file ``ROOT/path`` goes
-through an :class:`~mxrec.pack.prepare.ImageTransform` and is stored as one
+through an :class:`~mxrec.packing.prepare.ImageTransform` and is stored as one
 record: ``IRHeader(flag, label, id=.lst index, id2=0)`` followed by the image
 bytes; the ``.idx`` key is the ``.lst`` index. The label is the entry's first
 label, or, with ``pack_label`` and more than one label, all of them as a
@@ -61,7 +61,7 @@ from mxrec.io.filesystem import glob, is_url, join, read_bytes
 from mxrec.io.lists import iter_numbered_list
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.prepare import ImageTransform
 
 _MAX_ID = 2**64 - 1
 Outcome = tuple[bytes | None, str | None]  # an image's record payload, or None and why it was skipped

@@ -9,7 +9,7 @@ import pytest
 from mxrec.errors import ListFileError, MxrecError, OptionError
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_label_names, read_list
-from mxrec.pack.make_lists import (
+from mxrec.packing.make_lists import (
     ImageList,
     make_lists,
     read_labelled_csv,

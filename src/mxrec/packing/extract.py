@@ -8,7 +8,7 @@ known image). Layout in ``OUT_DIR``:
 
 * by default, ``<label>/<id>.<ext>`` for records with one (scalar) label; the
   folder is the label as a number (``3``, ``0.5``) or, given label names (a
-  ``.labels`` file from :mod:`mxrec.pack.make_lists`), the label's name;
+  ``.labels`` file from :mod:`mxrec.packing.make_lists`), the label's name;
 * records with a label array (``flag > 0``) and, with ``flat``, all records go
   straight into ``OUT_DIR`` as ``<id>.<ext>``.
 

@@ -14,8 +14,8 @@ from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
 from mxrec.io.reader import RecordReader
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths
-from mxrec.pack.job import pack_list, pack_prefix, record_label
-from mxrec.pack.prepare import ImageTransform
+from mxrec.packing.job import pack_list, pack_prefix, record_label
+from mxrec.packing.prepare import ImageTransform
 from testkit.datasets import make_broken_image_set
 
 cv2 = pytest.importorskip("cv2")
@@ -158,7 +158,7 @@ def test_malformed_lists_are_rejected_with_the_line(tmp_path, text, message):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_interrupt_removes_partial_output(im2rec, tmp_path, monkeypatch, workers):
-    import mxrec.pack.job
+    import mxrec.packing.job
 
     calls = []
 
@@ -168,7 +168,7 @@ def test_interrupt_removes_partial_output(im2rec, tmp_path, monkeypatch, workers
             raise KeyboardInterrupt
         return b"record"
 
-    monkeypatch.setattr(mxrec.pack.job, "image_record", interrupted)
+    monkeypatch.setattr(mxrec.packing.job, "image_record", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pack_list(im2rec / "default" / "sub.lst", im2rec / "photos200", tmp_path / "out.rec", workers=workers)
     assert list(tmp_path.iterdir()) == []
@@ -188,18 +188,18 @@ def test_threads_keep_list_order_whatever_order_images_finish(im2rec, tmp_path, 
     import random
     import time
 
-    import mxrec.pack.job
+    import mxrec.packing.job
 
     lst = long_list(im2rec, tmp_path, 3)
     expected = pack_list(lst, im2rec / "photos200", tmp_path / "one.rec", workers=1)
-    real_image_record = mxrec.pack.job.image_record
+    real_image_record = mxrec.packing.job.image_record
     delays = random.Random(5)
 
     def slow_at_random(*args, **kwargs):
         time.sleep(delays.random() * 0.004)
         return real_image_record(*args, **kwargs)
 
-    monkeypatch.setattr(mxrec.pack.job, "image_record", slow_at_random)
+    monkeypatch.setattr(mxrec.packing.job, "image_record", slow_at_random)
     result = pack_list(lst, im2rec / "photos200", tmp_path / "four.rec", workers=4)
     assert result.records == expected.records == 150
     assert (tmp_path / "four.rec").read_bytes() == (tmp_path / "one.rec").read_bytes()
@@ -209,11 +209,11 @@ def test_threads_keep_list_order_whatever_order_images_finish(im2rec, tmp_path, 
 def test_threads_hold_a_bounded_number_of_images(im2rec, tmp_path, monkeypatch):
     import time
 
-    import mxrec.pack.job
-    from mxrec.pack.job import _IMAGES_PER_TASK, _TASKS_PER_WORKER, _results, read_pack_list
+    import mxrec.packing.job
+    from mxrec.packing.job import _IMAGES_PER_TASK, _TASKS_PER_WORKER, _results, read_pack_list
 
     started = []
-    monkeypatch.setattr(mxrec.pack.job, "image_record", lambda *args: started.append(1) or b"record")
+    monkeypatch.setattr(mxrec.packing.job, "image_record", lambda *args: started.append(1) or b"record")
     entries = read_pack_list(long_list(im2rec, tmp_path, 4))
     results = _results(entries, str(im2rec / "photos200"), ImageTransform(), False, workers=2)
     bound = 2 * _TASKS_PER_WORKER * _IMAGES_PER_TASK
@@ -299,7 +299,7 @@ def test_workers_start_after_the_parent_ran_opencv_threads(im2rec, tmp_path):
 
     script = (
         "import sys, cv2, numpy as np\n"
-        "from mxrec.pack.job import pack_list\n"
+        "from mxrec.packing.job import pack_list\n"
         "big = np.zeros((3000, 3000, 3), np.uint8)\n"
         "cv2.resize(big, (999, 999)); cv2.resize(big, (1500, 1501))\n"
         "r = pack_list(sys.argv[1], sys.argv[2], sys.argv[3], workers=2)\n"
