@@ -111,7 +111,7 @@ def _load_shard(ref: Shard, manifest: str | None, key_type: KeyType, storage_opt
         size = reader.file.size if reader.is_remote else os.path.getsize(ref.rec)
     if ref.records is not None and ref.records != len(keys):
         raise ManifestError(manifest, f"{ref.rec}: the manifest says {ref.records} records, "
-                                          f"its .idx {ref.idx} lists {len(keys)}")
+                                      f"its .idx {ref.idx} lists {len(keys)}")
     return _Shard(ref, keys, offsets, record_ends(offsets, size) - offsets, size)
 
 
