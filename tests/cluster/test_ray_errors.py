@@ -52,7 +52,7 @@ def test_without_ray_the_engine_names_the_extra_and_local_still_works(im2rec, tm
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("IMPORT MxrecError the Ray engine needs Ray Data, which is not installed: "
+    assert lines[0].startswith("IMPORT MissingExtraError the Ray engine needs Ray Data, which is not installed: "
                                "pip install 'mxrec[ray]'")
     assert "RAY 2" in lines
     assert done.stderr.splitlines() == [

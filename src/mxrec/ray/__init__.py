@@ -14,7 +14,7 @@
 * :mod:`~mxrec.ray.verify`: ``mxrec verify --engine ray`` (:func:`verify_dataset_ray`): the doctor's
   per-record facts gathered by Ray tasks, then the same checks as locally.
 
-Importing this package without Ray installed raises a one-line :class:`~mxrec.errors.MxrecError` that
+Importing this package without Ray installed raises a one-line :class:`~mxrec.errors.MissingExtraError` that
 names the extra; everything else in mxrec works without Ray (the command line imports this lazily).
 May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`, :mod:`mxrec.image`,
 :mod:`mxrec.transforms`, :mod:`mxrec.packing`, :mod:`mxrec.doctor`, :mod:`mxrec.train` (and Ray, pyarrow).

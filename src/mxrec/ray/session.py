@@ -1,6 +1,6 @@
 """Connecting to Ray, and what every mxrec job on Ray needs around it.
 
-* :func:`require_ray`: the ``ray`` module, or a one-line :class:`~mxrec.errors.MxrecError` naming the extra.
+* :func:`require_ray`: the ``ray`` module, or a one-line :class:`~mxrec.errors.MissingExtraError` naming the extra.
 * :func:`ray_session`: this process as a driver of the cluster at an address. Ray itself retries an
   unreachable address for minutes; mxrec first opens a TCP connection to it (a few seconds at most) and
   raises :class:`~mxrec.errors.ClusterError` naming the address when nothing answers. A session already
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
-from mxrec.errors import ClusterError, MxrecError
+from mxrec.errors import ClusterError, MissingExtraError, MxrecError
 
 T = TypeVar("T")
 
@@ -37,12 +37,12 @@ _POLL_SECONDS = 0.5  # how often run_reporting asks the tally
 
 
 def require_ray() -> ModuleType:
-    """The ``ray`` module with Ray Data, or :class:`~mxrec.errors.MxrecError` naming the extra to install."""
+    """The ``ray`` module with Ray Data, or :class:`~mxrec.errors.MissingExtraError` naming the extra to install."""
     try:
         import ray
         import ray.data  # a folder named "ray" on sys.path imports as ray, but has no ray.data
     except ImportError as exc:
-        raise MxrecError(f"the Ray engine needs Ray Data, which is not installed: {RAY_EXTRA} ({exc})") from None
+        raise MissingExtraError(f"the Ray engine needs Ray Data, which is not installed: {RAY_EXTRA} ({exc})") from None
     return ray
 
 
