@@ -198,18 +198,26 @@ class _ImageRecords:
     def sample(self, position: int, payload: bytes | memoryview | None = None, epoch: int | None = None) -> Any:
         """``(image, label)`` of record ``position``; a broken one is skipped or raised as ``on_broken`` says."""
         epoch = self.epoch if epoch is None else epoch
+
+        def attempt(at: int) -> Any:
+            data = payload if at == position and payload is not None else self.reader.view(at)
+            return self.decode(data, at, epoch)
+
+        return self._first_decodable(position, attempt)
+
+    def _first_decodable(self, position: int, work: Callable[[int], Any]) -> Any:
+        """``work(position)``; a broken record is raised, or skipped for the next one that works (``on_broken``)."""
         count = len(self.reader)
         for attempt in range(count):
             at = (position + attempt) % count
             try:
-                data = payload if attempt == 0 and payload is not None else self.reader.view(at)
-                return self.decode(data, at, epoch)
+                return work(at)
             except _BROKEN as exc:
                 if self.on_broken == "error":
                     raise type(exc)(f"{self.reader.describe(at)}: {exc}") from exc
                 self.skipped.append(self.reader.describe(at))
                 warnings.warn(f"{self.reader.describe(at)}: broken record skipped, the next record is used in its "
-                              f"place ({exc})", BrokenRecordWarning, stacklevel=3)
+                              f"place ({exc})", BrokenRecordWarning, stacklevel=4)
         raise ImageDecodeError(f"{self.reader.path}: no record decodes")
 
 
@@ -305,19 +313,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
     def _load_slot(self, loader: RecordSampleLoader, position: int, epoch: int, data: np.ndarray,
                    label: np.ndarray) -> None:
         """Record ``position`` into a slot; a broken one is skipped (the next decodable record) or raised."""
-        count = len(self.reader)
-        for attempt in range(count):
-            at = (position + attempt) % count
-            try:
-                loader.load(at, epoch, data, label)
-                return
-            except _BROKEN as exc:
-                if self.on_broken == "error":
-                    raise type(exc)(f"{self.reader.describe(at)}: {exc}") from exc
-                self.skipped.append(self.reader.describe(at))
-                warnings.warn(f"{self.reader.describe(at)}: broken record skipped, the next record is used in its "
-                              f"place ({exc})", BrokenRecordWarning, stacklevel=4)
-        raise ImageDecodeError(f"{self.reader.path}: no record decodes")
+        self._first_decodable(position, lambda at: loader.load(at, epoch, data, label))
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_loader": None, "_payloads": {}}
