@@ -8,8 +8,8 @@ false alarms). Images are tiny so decoding them all takes milliseconds.
 
 from __future__ import annotations
 
-import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from mxrec.format.header import IRHeader, pack
 from mxrec.format.lst import ListEntry, format_list_line
 from mxrec.io.index import write_index
 from mxrec.io.lists import write_list
+from mxrec.io.writer import RecordWriter
 
 NUM_CLASSES = 7
 
@@ -192,27 +193,21 @@ def make_faulty_dataset(folder: Path) -> FaultyDataset:
     val = folder / "val.rec"
     val_payloads = [_record(0, 0, clean_jpeg(10)), _record(1, 4, clean_jpeg(11)),
                     _record(2, 2, clean_jpeg(1000)), _record(3, 3, clean_jpeg(1001))]
-    val_out = b"".join(framing.encode_record(p) for p in val_payloads)
-    val.write_bytes(val_out)
-    val_offsets, at = [], 0
-    for p in val_payloads:
-        val_offsets.append(at)
-        at += len(framing.encode_record(p))
-    write_index(folder / "val.idx", [0, 1, 2, 3], val_offsets)
+    write_indexed(val, range(4), val_payloads)
     return FaultyDataset(rec, idx, lst, root, val, offsets, garbage_at, padding_key, lst_lines, intact)
 
 
 def make_clean_dataset(path: Path, count: int = 20, classes: int = 4) -> list[bytes]:
     """A clean indexed dataset (keys = ids = 0..count-1); returns the payloads."""
     payloads = [_record(key, key % classes, clean_jpeg(key)) for key in range(count)]
-    data = b"".join(framing.encode_record(p) for p in payloads)
-    path.write_bytes(data)
-    offsets, at = [], 0
-    for p in payloads:
-        offsets.append(at)
-        at += len(framing.encode_record(p))
-    write_index(os.fspath(path)[:-4] + ".idx", range(count), offsets)
+    write_indexed(path, range(count), payloads)
     return payloads
+
+
+def write_indexed(rec: Path, keys: Iterable[int], payloads: list[bytes]) -> None:
+    """``payloads`` as ``rec`` and the ``.idx`` beside it, listed under ``keys``."""
+    with RecordWriter(rec, index=True) as writer:
+        writer.write_batch(payloads, list(keys))
 
 
 def make_broken_image_set(folder: Path, photos: Path) -> tuple[Path, Path]:

@@ -401,6 +401,15 @@ class _ServerBase:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def port(self) -> int:
+        """The port of the (first) server: the one clients are pointed at (WebHDFS: the name node)."""
+        return self._port(0)
+
+    def _port(self, number: int) -> int:
+        self._require_running()
+        return self._served[number].port
+
     def _require_running(self) -> None:
         if not self._served:
             raise RuntimeError(f"{type(self).__name__} is not started")
@@ -671,11 +680,6 @@ class HTTPServer(_ServerBase):
         return self
 
     @property
-    def port(self) -> int:
-        self._require_running()
-        return self._served[0].port
-
-    @property
     def url(self) -> str:
         """``http://127.0.0.1:PORT`` (no trailing slash)."""
         return f"http://{LOOPBACK}:{self.port}"
@@ -933,15 +937,8 @@ class WebHDFSServer(_ServerBase):
         return self
 
     @property
-    def port(self) -> int:
-        """The name node's port: what ``WebHDFS(host, port)`` takes."""
-        self._require_running()
-        return self._served[0].port
-
-    @property
     def datanode_port(self) -> int:
-        self._require_running()
-        return self._served[1].port
+        return self._port(1)
 
     @property
     def url(self) -> str:
@@ -1225,11 +1222,6 @@ class S3Server(_ServerBase):
     def stop(self) -> None:
         self._client = None
         super().stop()
-
-    @property
-    def port(self) -> int:
-        self._require_running()
-        return self._served[0].port
 
     @property
     def endpoint_url(self) -> str:
