@@ -9,7 +9,9 @@ offset or key, and what was wrong.
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 
 
 class MxrecError(Exception):
@@ -73,6 +75,10 @@ class RecordKeyError(MxrecError, KeyError):
         return str(self.args[0])
 
 
+class RecordPositionError(MxrecError, IndexError):
+    """A record position outside ``0 .. len - 1`` (negative positions count from the end)."""
+
+
 class HeaderError(MxrecError, ValueError):
     """A record's payload is too short for the IRHeader (and label array) it declares."""
 
@@ -131,6 +137,10 @@ class OutputPathError(MxrecError, OSError):
     """An output path that cannot be written: a directory, or a file in a folder that does not exist."""
 
 
+class MissingFolderError(OutputPathError, FileNotFoundError):
+    """The folder an output goes into does not exist (any more)."""
+
+
 class UnsafePathError(MxrecError, ValueError):
     """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
 
@@ -171,7 +181,35 @@ class RemoteAccessError(RemoteError, PermissionError):
 
 
 class MissingExtraError(MxrecError, ImportError):
-    """A feature needs an optional dependency (``pip install 'mxrec[EXTRA]'``) that is not installed."""
+    """A feature needs an optional dependency (``pip install 'mxrec[EXTRA]'``) that is not installed.
+
+    Raised through :func:`missing_extra` / :func:`import_extra` only, so every such message reads the same.
+    """
+
+
+def missing_extra(what: str, extra: str, cause: BaseException | None = None) -> MissingExtraError:
+    """The :class:`MissingExtraError` for a feature whose optional dependency is not installed.
+
+    Parameters
+    ----------
+    what
+        What needs the dependency, e.g. ``"plots need matplotlib"``.
+    extra
+        The name of mxrec's extra (``"plot"`` becomes ``pip install 'mxrec[plot]'``), or, for a dependency
+        outside mxrec's extras, the words saying what to install.
+    cause
+        The ``ImportError`` seen, quoted at the end of the message.
+    """
+    install = f"pip install 'mxrec[{extra}]'" if extra.isidentifier() else extra
+    return MissingExtraError(f"{what}: {install}" + ("" if cause is None else f" ({cause})"))
+
+
+def import_extra(module: str, what: str, extra: str) -> ModuleType:
+    """Import ``module`` (of mxrec's optional ``extra``), or raise :func:`missing_extra`'s error."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise missing_extra(what, extra, exc) from None
 
 
 class ClusterError(MxrecError, ConnectionError):

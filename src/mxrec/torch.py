@@ -68,13 +68,12 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from mxrec.errors import HeaderError, ImageDecodeError, MxrecError, ParameterError
+from mxrec.errors import ParameterError, RecordPositionError, missing_extra
 from mxrec.format.header import label_array, unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.filesystem import StorageOptions
@@ -85,7 +84,7 @@ from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import check_names, data_shape_of
 from mxrec.train.loader import RecordSampleLoader
 from mxrec.train.normalize import NormalizeParams
-from mxrec.train.pipeline import BrokenRecordWarning, OnBroken
+from mxrec.train.pipeline import OnBroken, check_on_broken, load_decodable, report_skipped
 from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.record_iter import shuffle_block_for
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
@@ -97,11 +96,10 @@ try:
     import torch
     from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise MxrecError(f"mxrec.torch needs PyTorch: pip install 'mxrec[torch]' ({exc})") from None
+    raise missing_extra("mxrec.torch needs PyTorch", "torch", exc) from None
 
 _TRANSFORM_STREAM = 0x746F7263  # keys the per-sample streams of dataset transforms
 LABEL_DTYPES = ("float32", "int64")
-_BROKEN = (ImageDecodeError, HeaderError)
 Index = str | os.PathLike | bool | None
 
 
@@ -153,8 +151,7 @@ class _ImageRecords:
                  storage_options: StorageOptions, cache_dir: str | None, layout: str) -> None:
         if flag not in (0, 1):
             raise ParameterError(f"flag must be 1 (colour) or 0 (grey), not {flag!r}")
-        if on_broken not in ("skip", "error"):
-            raise ParameterError(f"on_broken must be 'skip' or 'error', not {on_broken!r}")
+        check_on_broken(on_broken)
         if label_dtype not in LABEL_DTYPES:
             raise ParameterError(f"label_dtype must be one of {LABEL_DTYPES}, not {label_dtype!r}")
         reader = open_dataset(path, index, storage_options=storage_options, cache_dir=cache_dir)
@@ -207,18 +204,10 @@ class _ImageRecords:
 
     def _first_decodable(self, position: int, work: Callable[[int], Any]) -> Any:
         """``work(position)``; a broken record is raised, or skipped for the next one that works (``on_broken``)."""
-        count = len(self.reader)
-        for attempt in range(count):
-            at = (position + attempt) % count
-            try:
-                return work(at)
-            except _BROKEN as exc:
-                if self.on_broken == "error":
-                    raise type(exc)(f"{self.reader.describe(at)}: {exc}") from exc
-                self.skipped.append(self.reader.describe(at))
-                warnings.warn(f"{self.reader.describe(at)}: broken record skipped, the next record is used in its "
-                              f"place ({exc})", BrokenRecordWarning, stacklevel=4)
-        raise ImageDecodeError(f"{self.reader.path}: no record decodes")
+        result, skipped = load_decodable(position, len(self.reader), work, on_broken=self.on_broken,
+                                         describe=self.reader.describe)
+        report_skipped(skipped, self.reader.describe, self.skipped, stacklevel=3)
+        return result
 
 
 class ImageRecordDataset(_ImageRecords, Dataset):
@@ -259,7 +248,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
 
     def __getitem__(self, i: int) -> tuple[Any, Any]:
         if not -len(self) <= i < len(self):
-            raise IndexError(f"record {i} out of range for {len(self)} records")
+            raise RecordPositionError(f"record {i} out of range for {len(self)} records")
         if self.preprocess is not None:
             data, label = self._batch([i % len(self)])
             return data[0], label[0]

@@ -31,6 +31,7 @@ from itertools import pairwise
 
 from mxrec.doctor.contents import RecordContent
 from mxrec.doctor.report import Check, Problem
+from mxrec.errors import OptionError
 
 LABEL_KINDS = ("auto", "class", "value")
 
@@ -43,7 +44,7 @@ def labelled_records(contents: list[RecordContent]) -> list[RecordContent]:
 def resolve_label_kind(records: list[RecordContent], kind: str = "auto") -> str:
     """``"class"`` or ``"value"``: ``"auto"`` means class ids when most first labels are whole numbers."""
     if kind not in LABEL_KINDS:
-        raise ValueError(f"label kind must be one of {LABEL_KINDS}, not {kind!r}")
+        raise OptionError(f"label kind must be one of {LABEL_KINDS}, not {kind!r}")
     if kind != "auto":
         return kind
     firsts = [c.labels[0] for c in records if c.labels and math.isfinite(c.labels[0])]

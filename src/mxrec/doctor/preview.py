@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
+from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError, OptionError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
@@ -108,7 +108,7 @@ def record_tile(payload: bytes | None, key: object, tile: int, fault: str | None
 def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
     """Tiles of one size laid out row by row, ``columns`` wide (default: a near-square grid)."""
     if not tiles:
-        raise ValueError("no tiles to lay out")
+        raise OptionError("no tiles to lay out")
     columns = columns or math.ceil(math.sqrt(len(tiles)))
     rows = math.ceil(len(tiles) / columns)
     height, width = tiles[0].shape[:2]

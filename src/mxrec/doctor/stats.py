@@ -24,7 +24,7 @@ import numpy as np
 from mxrec.doctor.check_images import image_records
 from mxrec.doctor.check_labels import class_counts, labelled_records, resolve_label_kind
 from mxrec.doctor.contents import read_contents
-from mxrec.errors import MxrecError
+from mxrec.errors import MxrecError, import_extra
 from mxrec.format.idx import KeyType
 from mxrec.io.atomic import atomic_path
 
@@ -143,10 +143,7 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
 
 def pyplot() -> ModuleType:
     """``matplotlib.pyplot`` on the file-only Agg backend, or a clear error if matplotlib is not installed."""
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise MxrecError(f"plots need matplotlib: pip install 'mxrec[plot]' ({exc})") from None
+    matplotlib = import_extra("matplotlib", "plots need matplotlib", "plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -49,6 +49,7 @@ from mxrec.doctor.check_lst import check_list
 from mxrec.doctor.check_recordio import check_framing, check_index_entries, check_padding, read_index_check
 from mxrec.doctor.contents import find_face_layout, looks_like_image_dataset, offset_keys, read_contents, scan_contents
 from mxrec.doctor.report import Check, Report
+from mxrec.errors import OptionError
 from mxrec.format.idx import KeyType
 from mxrec.format.insightface import resolve_layout
 from mxrec.io.filesystem import StorageOptions
@@ -93,7 +94,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
     decode=..., progress=...)`` (``mxrec.ray.RayContentScan``: on a cluster); the checks are the same.
     """
     if dataset_kind not in DATASET_KINDS:
-        raise ValueError(f"dataset_kind must be one of {DATASET_KINDS}, not {dataset_kind!r}")
+        raise OptionError(f"dataset_kind must be one of {DATASET_KINDS}, not {dataset_kind!r}")
     resolve_layout(layout)
     rec_path = os.fspath(rec_path)
     idx_path = resolve_index(rec_path, idx_path, storage_options)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mxrec.errors import DuplicateKeyError, IndexFileError
+from mxrec.errors import DuplicateKeyError, IndexFileError, OptionError
 
 KeyType = Callable[[str], object]
 _ITER_BLOCK = 1 << 16  # keys converted to Python ints at a time when iterating
@@ -51,7 +51,7 @@ class IntKeys(Sequence):
     def __init__(self, values: np.ndarray | range) -> None:
         if isinstance(values, range):
             if values.step != 1:
-                raise ValueError("IntKeys takes a range with step 1")
+                raise OptionError("IntKeys takes a range with step 1")
             self._values: np.ndarray | range = values
         else:
             self._values = np.asarray(values, np.int64)

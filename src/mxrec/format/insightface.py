@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.errors import VerificationSetError
+from mxrec.errors import OptionError, VerificationSetError
 
 #: How a dataset's records are read: ``"auto"`` finds an InsightFace header record under key 0;
 #: ``"insightface"`` requires one; ``"plain"``: every record is a sample.
@@ -107,7 +107,7 @@ def header_layout(flag: int, labels: Sequence[float], image_bytes: int) -> FaceL
 def resolve_layout(layout: str) -> str:
     """Check a ``layout`` argument (one of :data:`LAYOUTS`)."""
     if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        raise OptionError(f"layout must be one of {LAYOUTS}, not {layout!r}")
     return layout
 
 

@@ -33,7 +33,7 @@ from types import ModuleType
 
 import numpy as np
 
-from mxrec.errors import ImageDecodeError, MxrecError
+from mxrec.errors import ImageDecodeError, MxrecError, import_extra, missing_extra
 from mxrec.image.signatures import is_jpeg
 
 JPEG_FORMATS = (".jpg", ".jpeg")
@@ -42,13 +42,7 @@ PNG_FORMATS = (".png",)
 
 def opencv() -> ModuleType:
     """The ``cv2`` module, or a clear error if it is not installed."""
-    try:
-        import cv2
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise MxrecError(
-            "image encoding/decoding needs OpenCV: pip install 'mxrec[image]' "
-            f"(or opencv-python-headless) ({exc})") from None
-    return cv2
+    return import_extra("cv2", "image encoding/decoding needs OpenCV (opencv-python-headless)", "image")
 
 
 @functools.cache
@@ -68,7 +62,7 @@ def require_simplejpeg() -> ModuleType:
     """The ``simplejpeg`` module, or a clear error where nothing else will do (strict JPEG checks)."""
     module = simplejpeg()
     if module is None:  # pragma: no cover - exercised only without the extra
-        raise MxrecError("decoding JPEGs strictly needs simplejpeg: pip install 'mxrec[image]'")
+        raise missing_extra("decoding JPEGs strictly needs simplejpeg", "image")
     return module
 
 

@@ -37,6 +37,8 @@ import secrets
 import threading
 from collections import OrderedDict
 
+from mxrec.errors import OptionError
+
 ENV_DIR = "MXREC_CACHE_DIR"
 ENV_SIZE = "MXREC_CACHE_SIZE"
 ENV_BLOCK = "MXREC_CACHE_BLOCK"
@@ -53,7 +55,7 @@ def parse_bytes(text: str | int) -> int:
         return text
     match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
     if not match or match.group(2).lower() not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (examples: 4096, 512MB, 20GiB)")
+        raise OptionError(f"not a size: {text!r} (examples: 4096, 512MB, 20GiB)")
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
@@ -68,7 +70,7 @@ class BlockCache:
         self.block_size = parse_bytes(block_size if block_size is not None else
                                       os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
         if self.block_size < 1 or self.max_bytes < self.block_size:
-            raise ValueError(f"cache: need 1 <= block_size <= max_bytes, got {self.block_size} and {self.max_bytes}")
+            raise OptionError(f"cache: need 1 <= block_size <= max_bytes, got {self.block_size} and {self.max_bytes}")
         self.hits = 0
         self.misses = 0
         self._written = 0
@@ -180,7 +182,7 @@ class MemoryBlocks(BlockCache):
         self.max_bytes = parse_bytes(max_bytes)
         self.block_size = parse_bytes(block_size)
         if self.block_size < 1 or self.max_bytes < self.block_size:
-            raise ValueError(f"memory blocks: need 1 <= block_size <= max_bytes, got {self.block_size} and "
+            raise OptionError(f"memory blocks: need 1 <= block_size <= max_bytes, got {self.block_size} and "
                              f"{self.max_bytes}")
         self.hits = 0
         self.misses = 0

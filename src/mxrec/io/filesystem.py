@@ -33,13 +33,13 @@ import threading
 from collections.abc import Mapping
 from typing import IO, Any
 
-from mxrec.errors import MissingExtraError, RemoteAccessError, RemoteError, RemoteNotFoundError
+from mxrec.errors import MissingExtraError, RemoteAccessError, RemoteError, RemoteNotFoundError, missing_extra
 
 StorageOptions = Mapping[str, Any] | None
 
 #: The ``pip install`` extra that brings each protocol's back-end.
-EXTRAS = {"s3": "mxrec[s3]", "s3a": "mxrec[s3]", "gs": "mxrec[gcs]", "gcs": "mxrec[gcs]", "http": "mxrec[http]",
-          "https": "mxrec[http]", "webhdfs": "mxrec[hdfs]", "hdfs": "pyarrow (and a local Hadoop client)"}
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "http": "http", "https": "http", "webhdfs": "hdfs",
+          "hdfs": "pyarrow (and a local Hadoop client)"}  # mxrec's extra per protocol (missing_extra's words)
 
 _filesystems: dict[tuple, Any] = {}
 _HOST_FREE = ("s3", "s3a", "gs", "gcs", "http", "https", "memory", "az", "abfs", "abfss")
@@ -101,9 +101,8 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, s
     try:
         fs, path = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
-        extra = EXTRAS.get(protocol(url))
-        hint = f"pip install '{extra}'" if extra and extra.startswith("mxrec[") else f"{extra or 'its back-end'}"
-        raise MissingExtraError(f"{url}: reading {protocol(url)}:// URLs needs {hint} ({exc})") from None
+        raise missing_extra(f"{url}: reading {protocol(url)}:// URLs needs its fsspec back-end",
+                            EXTRAS.get(protocol(url), "the fsspec package for it"), exc) from None
     except ValueError as exc:
         raise RemoteError(url, f"not a usable URL: {exc}") from None
     if own_retries:

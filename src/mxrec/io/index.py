@@ -24,7 +24,7 @@ from typing import BinaryIO, TypeVar
 
 import numpy as np
 
-from mxrec.errors import IndexFileError
+from mxrec.errors import IndexFileError, OptionError
 from mxrec.format import framing
 from mxrec.format.header import ID_OFFSET, IRHEADER_SIZE
 from mxrec.format.idx import (
@@ -167,7 +167,7 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto",
     framing (``mxrec verify --repair`` salvages such files).
     """
     if keys not in KEY_SOURCES:
-        raise ValueError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
+        raise OptionError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
     rec_path = os.fspath(rec_path)
     with mapped(rec_path, storage_options) as buf:
         offsets = framing.record_offset_array(buf, path=rec_path)

@@ -30,7 +30,15 @@ from typing import Literal
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
+from mxrec.errors import (
+    ClosedFileError,
+    HeaderError,
+    IndexFileError,
+    OptionError,
+    RecordFormatError,
+    RecordKeyError,
+    RecordPositionError,
+)
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
@@ -129,7 +137,7 @@ class RecordReader(KeyedRecords):
         # storage_options and cache_dir apply to remote files only (RemoteRecordReader).
         self.path = local_path(path)
         if duplicates not in ("error", "last"):
-            raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
+            raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
         if index is True:
             index = index_path_for(self.path)
             if not os.path.exists(index):
@@ -204,7 +212,10 @@ class RecordReader(KeyedRecords):
 
     def __getitem__(self, position: int) -> bytes:
         buf = self._buf if self._buf is not None else self._buffer()
-        offset = self._table[position]
+        try:
+            offset = self._table[position]
+        except IndexError:
+            raise self._out_of_range(position) from None
         magic, lrec = _unpack_part_header(buf, offset)
         if magic == _MAGIC and lrec < _FULL_LIMIT:
             start = offset + 8
@@ -214,6 +225,9 @@ class RecordReader(KeyedRecords):
         return self._decode(buf, position)
 
     read = __getitem__
+
+    def _out_of_range(self, position: object) -> RecordPositionError:
+        return RecordPositionError(f"{self.path}: record {position} out of range for {len(self._table)} records")
 
     def _decode(self, buf: mmap.mmap | bytes, position: int) -> bytes:
         """The record at ``position`` the careful way: multi-part records, and errors that name the key."""
@@ -233,7 +247,10 @@ class RecordReader(KeyedRecords):
         The view points into the file mapping: keep the reader open while you use it.
         """
         buf = self._buf if self._buf is not None else self._buffer()
-        offset = self._table[position]
+        try:
+            offset = self._table[position]
+        except IndexError:
+            raise self._out_of_range(position) from None
         magic, lrec = _unpack_part_header(buf, offset)
         if magic == _MAGIC and lrec < _FULL_LIMIT and offset + 8 + lrec + (-lrec & 3) <= len(buf):
             return memoryview(buf)[offset + 8:offset + 8 + lrec]

@@ -32,7 +32,15 @@ from typing import Literal
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RemoteNotFoundError, TruncatedRecordError
+from mxrec.errors import (
+    ClosedFileError,
+    IndexFileError,
+    OptionError,
+    RecordFormatError,
+    RecordPositionError,
+    RemoteNotFoundError,
+    TruncatedRecordError,
+)
 from mxrec.format import framing
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
 from mxrec.io.cache import BlockCache
@@ -77,7 +85,7 @@ class RemoteRecordReader(RecordReader):
                  storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
                  size: int | None = None, version: str | None = None) -> None:
         if duplicates not in ("error", "last"):
-            raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
+            raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
         self.path = os.fspath(path)
         self.key_type = key_type
         self.duplicates = duplicates
@@ -183,7 +191,7 @@ class RemoteRecordReader(RecordReader):
         self._buffer()
         at = np.asarray(positions, dtype=np.int64)
         if at.size and (at.max() >= len(self.offsets) or at.min() < -len(self.offsets)):
-            raise IndexError(f"{self.path}: record position out of range for {len(self.offsets)} records")
+            raise RecordPositionError(f"{self.path}: record position out of range for {len(self.offsets)} records")
         starts, ends = self.offsets[at].tolist(), self.ends[at].tolist()
         ranges = list(zip(starts, ends, strict=True))
         datas = self.file.read_ranges(ranges)

@@ -39,7 +39,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mxrec.errors import DuplicateKeyError, ManifestError, RecordFormatError, RecordKeyError, RemoteNotFoundError
+from mxrec.errors import (
+    DuplicateKeyError,
+    ManifestError,
+    OptionError,
+    RecordFormatError,
+    RecordKeyError,
+    RecordPositionError,
+    RemoteNotFoundError,
+)
 from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
@@ -166,7 +174,7 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
     if len(shards) == 1 and manifest is None:
         return RecordReader(shards[0].rec, index, key_type, duplicates=duplicates, strict=strict, **options)
     if index not in (None, True, False):
-        raise ValueError("index=PATH names the .idx of one file; a shard set takes index=None, True or False")
+        raise OptionError("index=PATH names the .idx of one file; a shard set takes index=None, True or False")
     return ShardSetReader(shards, manifest=manifest, index=index, key_type=key_type, duplicates=duplicates,
                           strict=strict, **options)
 
@@ -256,7 +264,7 @@ class ShardSetReader(KeyedRecords):
         if position < 0:
             position += total
         if not 0 <= position < total:
-            raise IndexError(f"{self.path}: record {position} out of range for {total} records")
+            raise RecordPositionError(f"{self.path}: record {position} out of range for {total} records")
         number = bisect.bisect_right(self.starts, position) - 1
         return number, position - int(self.starts[number])
 
@@ -281,7 +289,7 @@ class ShardSetReader(KeyedRecords):
         total = len(self)
         at = np.where(at < 0, at + total, at)
         if at.size and (at.min() < 0 or at.max() >= total):
-            raise IndexError(f"{self.path}: record position out of range for {total} records")
+            raise RecordPositionError(f"{self.path}: record position out of range for {total} records")
         numbers = np.searchsorted(self.starts, at, side="right") - 1
         out: list[bytes | None] = [None] * len(at)
         for number in np.unique(numbers).tolist():

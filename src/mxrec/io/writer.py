@@ -26,7 +26,7 @@ from typing import BinaryIO, TextIO
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, ForkedWriterError
+from mxrec.errors import ClosedFileError, ForkedWriterError, OptionError
 from mxrec.format import framing
 from mxrec.format.idx import KeyType, format_index, index_path_for
 from mxrec.io.atomic import output_for
@@ -159,7 +159,7 @@ class RecordWriter:
         if keys is not None:
             payloads, keys = list(payloads), list(keys)
             if len(keys) != len(payloads):
-                raise ValueError(f"{self.path}: write_batch got {len(payloads)} payloads but {len(keys)} keys; "
+                raise OptionError(f"{self.path}: write_batch got {len(payloads)} payloads but {len(keys)} keys; "
                                  "nothing was written")
         offsets: list[int] = []
         try:

@@ -26,11 +26,10 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
-from mxrec.errors import ClusterError, MissingExtraError, MxrecError
+from mxrec.errors import ClusterError, MxrecError, import_extra
 
 T = TypeVar("T")
 
-RAY_EXTRA = "pip install 'mxrec[ray]'"
 TASKS_PER_CPU = 4  # default tasks of a pack or verify job per cluster CPU: evens out slow and fast tasks
 CONNECT_TIMEOUT = 5.0  # seconds to wait for the cluster's address to accept a TCP connection
 _POLL_SECONDS = 0.5  # how often run_reporting asks the tally
@@ -38,11 +37,10 @@ _POLL_SECONDS = 0.5  # how often run_reporting asks the tally
 
 def require_ray() -> ModuleType:
     """The ``ray`` module with Ray Data, or :class:`~mxrec.errors.MissingExtraError` naming the extra to install."""
-    try:
-        import ray
-        import ray.data  # a folder named "ray" on sys.path imports as ray, but has no ray.data
-    except ImportError as exc:
-        raise MissingExtraError(f"the Ray engine needs Ray Data, which is not installed: {RAY_EXTRA} ({exc})") from None
+    # a folder named "ray" on sys.path imports as ray, but has no ray.data
+    import_extra("ray.data", "the Ray engine needs Ray Data, which is not installed", "ray")
+    import ray
+
     return ray
 
 

@@ -42,7 +42,7 @@ from ray.data import Dataset, Datasink
 from ray.data.block import Block, BlockAccessor
 from ray.data.datasource.datasink import WriteResult
 
-from mxrec.errors import ManifestError, OptionError, ParameterError
+from mxrec.errors import ManifestError, MissingFolderError, OptionError, PackError, ParameterError
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.manifest import Manifest, manifest_path
 from mxrec.io.filesystem import is_url
@@ -98,7 +98,7 @@ class RecordSink(Datasink):
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         folder = os.path.dirname(self.staging)
         if not os.path.isdir(folder):
-            raise FileNotFoundError(f"{folder}: no such folder (for {self.rec_path})")
+            raise MissingFolderError(f"{folder}: no such folder (for {self.rec_path})")
         os.makedirs(self.staging, exist_ok=True)
 
     def on_write_complete(self, write_result: WriteResult) -> None:
@@ -124,7 +124,7 @@ class RecordSink(Datasink):
             self.abort()
             raise
         if self.manifest is None:
-            raise RuntimeError(f"{self.rec_path}: Ray finished the write without calling on_write_complete")
+            raise PackError(f"{self.rec_path}: Ray finished the write without calling on_write_complete")
         return self.manifest
 
     def abort(self) -> None:
@@ -161,7 +161,7 @@ class RecordSink(Datasink):
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict:
         """Write this task's rows as shards in the staging folder; return their names and record counts."""
         if not os.path.isdir(self.staging):  # the job was aborted (or on_write_start never ran here)
-            raise FileNotFoundError(f"{self.staging}: the staging folder of this write is gone")
+            raise MissingFolderError(f"{self.staging}: the staging folder of this write is gone")
         base = os.path.join(self.staging, f"{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}.rec")
         notes: Notes = {}
         writer: RecordWriter | ShardedWriter | None = None

@@ -108,7 +108,8 @@ class ImageIter(BatchIter):
                                part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle],
                                shuffle_block=block, shuffle_window=shuffle_window, stick_to_shard=stick_to_shard,
                                pad_last_batch=pad_last_batch)
-        pipeline = BatchPipeline(self._load_sample, batch_size=batch_size, sample_shape=data_shape,
+        pipeline = BatchPipeline(self._load_sample, num_records=len(self._keys), batch_size=batch_size,
+                                 sample_shape=data_shape,
                                  dtype=np.dtype(np.float32), label_width=label_width, label_dtype=self.label_dtype,
                                  num_threads=preprocess_threads,
                                  prefetch=prefetch_buffer, on_broken=on_broken, describe=self.describe)

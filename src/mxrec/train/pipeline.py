@@ -14,13 +14,15 @@ threads scale without the copies and start-up cost of processes.
   overwritten; a new buffer is allocated instead.
 * Results do not depend on the thread count: the loader derives each
   sample's random stream from ``(epoch, position)``, not from the thread.
-* A broken record (:data:`BROKEN_RECORD_ERRORS`) is, with
-  ``on_broken="skip"``, counted in :attr:`BatchPipeline.skipped`, reported
-  with a warning, and its slot moved to the end of the batch and filled with
-  a copy of a good sample of the same batch, counted in ``pad``; with
-  ``on_broken="error"`` it stops iteration with that error. Any other error
-  in a loader also reaches the caller. Nothing waits forever: every task
-  finishes, successfully or not.
+* A broken record (:data:`BROKEN_RECORD_ERRORS`) follows mxrec's one rule,
+  :func:`load_decodable`, shared with :mod:`mxrec.torch`: with
+  ``on_broken="skip"`` the next record that decodes takes its place (the
+  batch stays full, ``pad`` is unchanged), and it is counted in
+  :attr:`BatchPipeline.skipped` and reported with a
+  :class:`BrokenRecordWarning`; with ``on_broken="error"`` it stops
+  iteration with that error, naming the record. Any other error in a loader
+  also reaches the caller. Nothing waits forever: every task finishes,
+  successfully or not.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -39,12 +41,67 @@ from mxrec.errors import HeaderError, ImageDecodeError, ParameterError
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
 
 BROKEN_RECORD_ERRORS = (ImageDecodeError, HeaderError)
+"""The errors that make a record *broken*: its image does not decode, or its payload is too short for its header."""
 SampleLoader = Callable[[int, int, np.ndarray, np.ndarray], int]
 OnBroken = Literal["skip", "error"]
+ON_BROKEN = ("skip", "error")
+T = TypeVar("T")
 
 
 class BrokenRecordWarning(UserWarning):
     """A record whose image could not be decoded was skipped."""
+
+
+def check_on_broken(on_broken: object) -> None:
+    """Raise :class:`~mxrec.errors.ParameterError` unless ``on_broken`` is ``"skip"`` or ``"error"``."""
+    if on_broken not in ON_BROKEN:
+        raise ParameterError(f"on_broken must be 'skip' or 'error', not {on_broken!r}")
+
+
+def load_decodable(position: int, count: int, load: Callable[[int], T], *, on_broken: OnBroken,
+                   describe: Callable[[int], str]) -> tuple[T, list[tuple[int, Exception]]]:
+    """``load(position)``, with mxrec's one rule for broken records (iterators and PyTorch datasets alike).
+
+    Parameters
+    ----------
+    position
+        The record to load, ``0 <= position < count``.
+    count
+        The number of records (positions wrap around after the last).
+    load
+        Loads one record by position; raises one of :data:`BROKEN_RECORD_ERRORS` for a broken record.
+    on_broken
+        ``"error"``: a broken record raises its error, the message naming the record (``describe``).
+        ``"skip"``: the next record that loads is used in its place (``position + 1``, ``+ 2``, ... wrapping).
+    describe
+        Names a record (key and file) in messages.
+
+    Returns
+    -------
+    tuple
+        ``load``'s result and the ``(position, error)`` of each broken record skipped on the way; the caller
+        reports those (:func:`report_skipped`).
+    """
+    skipped: list[tuple[int, Exception]] = []
+    for attempt in range(count):
+        at = (position + attempt) % count
+        try:
+            return load(at), skipped
+        except BROKEN_RECORD_ERRORS as exc:
+            if on_broken == "error":
+                raise type(exc)(f"{describe(at)}: {exc}") from exc
+            skipped.append((at, exc))
+    raise ImageDecodeError(f"{describe(position)}: no record decodes (all {count} are broken)")
+
+
+def report_skipped(skipped: list[tuple[int, Exception]], describe: Callable[[int], str], into: list[str],
+                   stacklevel: int) -> None:
+    """Warn (:class:`BrokenRecordWarning`) about each skipped record and append its name to ``into``."""
+    for position, exc in skipped:
+        what = describe(position)
+        into.append(what)
+        warnings.warn(f"{what}: broken record skipped, the next record is used in its place ({exc})",
+                      BrokenRecordWarning, stacklevel=stacklevel + 1)
 
 
 @dataclass
@@ -77,20 +134,21 @@ class _Buffers:
 class BatchPipeline:
     """Loads batches on ``num_threads`` threads, keeping ``prefetch`` batches in flight.
 
+    ``num_records`` is the number of positions (a broken record's replacement is searched among them);
     ``describe(position)`` names a record in warnings and errors (its key and file).
     """
 
-    def __init__(self, load: SampleLoader, *, batch_size: int, sample_shape: tuple[int, ...], dtype: np.dtype,
-                 label_width: int, label_dtype: str | np.dtype = "float32", num_threads: int, prefetch: int,
-                 on_broken: OnBroken = "skip",
+    def __init__(self, load: SampleLoader, *, num_records: int, batch_size: int, sample_shape: tuple[int, ...],
+                 dtype: np.dtype, label_width: int, label_dtype: str | np.dtype = "float32", num_threads: int,
+                 prefetch: int, on_broken: OnBroken = "skip",
                  describe: Callable[[int], str] = str) -> None:
         if num_threads < 1:
             raise ParameterError(f"preprocess_threads must be >= 1, got {num_threads}")
         if prefetch < 1:
             raise ParameterError(f"prefetch_buffer must be >= 1, got {prefetch}")
-        if on_broken not in ("skip", "error"):
-            raise ParameterError(f"on_broken must be 'skip' or 'error', not {on_broken!r}")
+        check_on_broken(on_broken)
         self._load = load
+        self.num_records = num_records
         self.batch_size = batch_size
         self.sample_shape = tuple(sample_shape)
         self.dtype = np.dtype(dtype)
@@ -150,18 +208,16 @@ class BatchPipeline:
             raise StopIteration
         plan, buffers, futures = self._in_flight.popleft()
         try:
-            broken: list[tuple[int, Exception]] = []
+            skipped: list[tuple[int, Exception]] = []
             for future in futures:
-                broken.extend(future.result())
+                skipped.extend(future.result())
         except BaseException:
             self._handed_out.append(buffers)
             self.cancel()
             raise
-        pad = plan.pad
-        if broken:
-            pad = self._replace_broken(plan, buffers, broken)
+        report_skipped(skipped, self._describe, self.skipped, stacklevel=2)
         # The batch refers to the buffers before they join the recycling queue, so they are not reused under it.
-        batch = LoadedBatch(buffers.data, buffers.label, buffers.index, pad)
+        batch = LoadedBatch(buffers.data, buffers.label, buffers.index, plan.pad)
         self._handed_out.append(buffers)
         self._top_up()
         return batch
@@ -193,10 +249,10 @@ class BatchPipeline:
         return _Buffers(self.batch_size, self.sample_shape, self.dtype, self.label_width, self.label_dtype)
 
     def _load_slots(self, plan: BatchPlan, buffers: _Buffers, start: int, stop: int) -> list[tuple[int, Exception]]:
-        """Load slots ``start..stop-1`` of ``plan``; return the broken ones (slot, error)."""
-        broken = []
+        """Load slots ``start..stop-1`` of ``plan``; return the broken records skipped (position, error)."""
+        skipped: list[tuple[int, Exception]] = []
         data, label, index = buffers.data, buffers.label, buffers.index
-        load = self._load
+        load, count, on_broken, describe = self._load, self.num_records, self.on_broken, self._describe
         positions, epochs = plan.positions[start:stop].tolist(), plan.epochs[start:stop].tolist()
         for slot, position, epoch in zip(range(start, stop), positions, epochs, strict=True):
             if position == EMPTY_SLOT:
@@ -206,31 +262,10 @@ class BatchPipeline:
                 continue
             try:
                 index[slot] = load(position, epoch, data[slot], label[slot])
-            except BROKEN_RECORD_ERRORS as exc:
-                if self.on_broken == "error":
-                    raise type(exc)(f"{self._describe(position)}: {exc}") from exc
-                broken.append((slot, exc))
-        return broken
-
-    def _replace_broken(self, plan: BatchPlan, buffers: _Buffers, broken: list[tuple[int, Exception]]) -> int:
-        """Move broken slots to the end, fill them with copies of good samples; return the new ``pad``."""
-        for slot, exc in broken:
-            what = self._describe(int(plan.positions[slot]))
-            self.skipped.append(what)
-            warnings.warn(f"{what}: broken record skipped ({exc})", BrokenRecordWarning, stacklevel=3)
-        bad = {slot for slot, _ in broken}
-        real = len(plan) - plan.pad
-        good = [s for s in range(len(plan)) if s not in bad]
-        order = good + sorted(bad)
-        for array in (buffers.data, buffers.label, buffers.index):
-            array[:] = array[order]
-        good_real = sum(1 for s in good if s < real)
-        if good:
-            for i, slot in enumerate(range(len(good), len(plan))):
-                for array in (buffers.data, buffers.label, buffers.index):
-                    array[slot] = array[i % len(good)]
-        else:
-            buffers.data[:] = 0
-            buffers.label[:] = 0
-            buffers.index[:] = -1
-        return len(plan) - good_real
+            except BROKEN_RECORD_ERRORS:  # the rare path: the one rule, from this record on
+                record_id, broken = load_decodable(
+                    position, count, lambda at, e=epoch, s=slot: load(at, e, data[s], label[s]),
+                    on_broken=on_broken, describe=describe)
+                index[slot] = record_id
+                skipped.extend(broken)
+        return skipped

@@ -52,8 +52,9 @@ class RecordIterParams:
     unset, they come from an initialised ``torch.distributed`` (else 1 and 0).
 
     mxrec's additions: ``drop_last`` (drop each epoch's last incomplete step),
-    ``on_broken`` (``"skip"`` or ``"error"`` on a record whose image cannot be
-    decoded), ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`: ``"auto"``
+    ``on_broken`` (on a record whose image cannot be decoded, ``"skip"`` uses the
+    next record that decodes in its place, ``"error"`` raises:
+    :func:`~mxrec.train.pipeline.load_decodable`), ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`: ``"auto"``
     reads an InsightFace face set (header record under ``.idx`` key 0) as its
     face records only, each labelled with its identity (the face record's
     label, or its first label), and any other dataset record by record;
@@ -228,7 +229,8 @@ class ImageRecordIter(BatchIter):
                                part_index=part_index, last_batch=last_batch, shuffle_block=block,
                                shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
                                pad_last_batch=p.pad_last_batch)
-        pipeline = BatchPipeline(self._loader.load, batch_size=p.batch_size, sample_shape=p.data_shape,
+        pipeline = BatchPipeline(self._loader.load, num_records=len(self._reader), batch_size=p.batch_size,
+                                 sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
                                  prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)

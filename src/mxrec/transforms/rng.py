@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 
+from mxrec.errors import ParameterError
+
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
 _TO_UNIT = 1.0 / (1 << 53)
@@ -78,7 +80,7 @@ class SampleRandom:
         """An integer in ``[low, high]``, both ends included."""
         span = high - low + 1
         if span <= 0:
-            raise ValueError(f"empty integer range [{low}, {high}]")
+            raise ParameterError(f"empty integer range [{low}, {high}]")
         return low + (self._next64() * span >> 64)
 
     def coin(self, p: float = 0.5) -> bool:

@@ -1,0 +1,205 @@
+"""Errors, one way: bad input raises an ``MxrecError`` (also the built-in that callers catch), a missing extra raises
+``MissingExtraError`` through one helper, and no module raises a bare built-in error on bad input."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import uuid
+from pathlib import Path
+
+import fsspec
+import pytest
+
+import mxrec
+from mxrec.errors import (
+    MissingExtraError,
+    MissingFolderError,
+    MxrecError,
+    OptionError,
+    OutputPathError,
+    ParameterError,
+    RecordPositionError,
+    import_extra,
+    missing_extra,
+)
+from mxrec.io.cache import BlockCache, MemoryBlocks, parse_bytes
+from mxrec.io.index import build_index
+from mxrec.io.reader import RecordReader
+from mxrec.io.shards import ShardedWriter, ShardLimit
+from mxrec.io.shardset import open_dataset
+from mxrec.io.writer import RecordWriter
+
+SRC = Path(mxrec.__file__).parent
+
+
+@pytest.fixture
+def rec(tmp_path):
+    path = tmp_path / "data.rec"
+    with RecordWriter(path, index=True) as writer:
+        for i in range(5):
+            writer.write(b"record %d" % i, key=i)
+    return path
+
+
+@pytest.fixture
+def shards(tmp_path):
+    with ShardedWriter(tmp_path / "set.rec", ShardLimit(records=2)) as writer:
+        for i in range(5):
+            writer.write(b"record %d" % i, key=i)
+    return tmp_path / "set.rec"
+
+
+@pytest.fixture
+def remote(rec):
+    fs = fsspec.filesystem("memory")
+    folder = f"/e-{uuid.uuid4().hex}"
+    fs.pipe_file(f"{folder}/data.rec", rec.read_bytes())
+    fs.pipe_file(f"{folder}/data.idx", rec.with_suffix(".idx").read_bytes())
+    yield f"memory://{folder}/data.rec"
+    fs.rm(folder, recursive=True)
+
+
+def _write_batch_mismatch(path):
+    with RecordWriter(path / "w.rec") as writer:
+        writer.write_batch([b"a", b"b"], keys=[1])
+
+
+BAD_OPTIONS = {
+    "size": lambda tmp: parse_bytes("12 parsecs"),
+    "cache sizes": lambda tmp: BlockCache(tmp, max_bytes=10, block_size=100),
+    "memory block sizes": lambda tmp: MemoryBlocks(10, 100),
+    "index keys": lambda tmp: build_index(tmp / "data.rec", keys="names"),
+    "write_batch keys": _write_batch_mismatch,
+    "IntKeys step": lambda tmp: __import__("mxrec.format.idx", fromlist=["IntKeys"]).IntKeys(range(0, 9, 2)),
+    "layout": lambda tmp: __import__("mxrec.format.insightface", fromlist=["x"]).resolve_layout("faces"),
+    "dataset kind": lambda tmp: mxrec.verify_dataset(tmp / "data.rec", dataset_kind="photos"),
+    "label kind": lambda tmp: __import__("mxrec.doctor.check_labels", fromlist=["x"]).resolve_label_kind([], "x"),
+    "no tiles": lambda tmp: __import__("mxrec.doctor.preview", fromlist=["x"]).grid([]),
+    "duplicates": lambda tmp: RecordReader(tmp / "data.rec", duplicates="first"),
+    "shard set index": lambda tmp: open_dataset(str(tmp / "set.manifest.json"), index=str(tmp / "data.idx")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_OPTIONS))
+def test_bad_options_raise_option_error(rec, shards, name):
+    with pytest.raises(OptionError) as info:
+        BAD_OPTIONS[name](rec.parent)
+    assert isinstance(info.value, MxrecError) and isinstance(info.value, ValueError)
+
+
+def test_remote_reader_bad_duplicates(remote):
+    with pytest.raises(OptionError, match="duplicates"):
+        RecordReader(remote, duplicates="first")
+
+
+def test_empty_integer_range_is_a_parameter_error():
+    from mxrec.transforms.rng import SampleRandom
+
+    with pytest.raises(ParameterError, match="empty integer range") as info:
+        SampleRandom(1, 2).integers(3, 1)
+    assert isinstance(info.value, ValueError)
+
+
+def test_positions_out_of_range_name_the_file(rec, shards, remote):
+    local, far = RecordReader(rec), RecordReader(remote)
+    sharded = open_dataset(str(shards.parent / "set.manifest.json"))
+    attempts = [lambda: local[5], lambda: local.view(-6), lambda: sharded[5], lambda: sharded.read_batch([0, 9]),
+                lambda: far.read_batch([7])]
+    for attempt in attempts:
+        with pytest.raises(RecordPositionError, match="out of range") as info:
+            attempt()
+        assert isinstance(info.value, IndexError) and isinstance(info.value, MxrecError)
+    with pytest.raises(RecordPositionError, match=r"data\.rec: record 5 out of range for 5 records"):
+        local[5]
+    assert list(local) == [b"record %d" % i for i in range(5)]  # iteration still ends where the records do
+
+
+def test_missing_folder_is_an_output_path_error_and_file_not_found():
+    error = MissingFolderError("/nowhere: no such folder")
+    assert isinstance(error, OutputPathError) and isinstance(error, FileNotFoundError) and isinstance(error, MxrecError)
+
+
+def test_missing_extra_message_names_the_extra():
+    error = missing_extra("plots need matplotlib", "plot", ImportError("No module named 'matplotlib'"))
+    assert isinstance(error, MissingExtraError) and isinstance(error, ImportError)
+    assert str(error) == "plots need matplotlib: pip install 'mxrec[plot]' (No module named 'matplotlib')"
+    assert str(missing_extra("hdfs:// URLs need", "pyarrow (and a local Hadoop client)")) == (
+        "hdfs:// URLs need: pyarrow (and a local Hadoop client)")
+    assert import_extra("json", "never", "none").dumps(1) == "1"
+
+
+@pytest.mark.parametrize(("module", "call", "extra"), [
+    ("matplotlib", lambda: __import__("mxrec.doctor.stats", fromlist=["x"]).pyplot(), "plot"),
+    ("cv2", lambda: __import__("mxrec.image.codec", fromlist=["x"]).opencv(), "image"),
+    ("ray.data", lambda: __import__("mxrec.ray.session", fromlist=["x"]).require_ray(), "ray"),
+])
+def test_every_missing_extra_is_a_missing_extra_error(monkeypatch, module, call, extra):
+    if module == "ray.data":
+        pytest.importorskip("ray")
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if the package were not installed
+    with pytest.raises(MissingExtraError, match=rf"pip install 'mxrec\[{extra}\]'"):
+        call()
+
+
+def test_strict_jpeg_without_simplejpeg(monkeypatch):
+    from mxrec.image import codec
+
+    monkeypatch.setattr(codec, "simplejpeg", lambda: None)
+    with pytest.raises(MissingExtraError, match=r"simplejpeg: pip install 'mxrec\[image\]'"):
+        codec.require_simplejpeg()
+
+
+def test_torch_without_pytorch_is_a_missing_extra_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.delitem(sys.modules, "mxrec.torch", raising=False)
+    with pytest.raises(MissingExtraError, match=r"mxrec.torch needs PyTorch: pip install 'mxrec\[torch\]'"):
+        import mxrec.torch  # noqa: F401
+
+
+def test_remote_url_without_its_backend(monkeypatch):
+    from mxrec.io import filesystem
+
+    def no_backend(url, **options):
+        raise ImportError("Install s3fs to access S3")
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", no_backend)
+    monkeypatch.setattr(filesystem, "_filesystems", {})
+    with pytest.raises(MissingExtraError, match=r"s3:// URLs needs its fsspec back-end: pip install 'mxrec\[s3\]'"):
+        filesystem.filesystem(f"s3://bucket-{uuid.uuid4().hex}/x.rec")
+
+
+# Built-in errors a module may still raise: protocol signals and programming errors, not reports of bad input.
+ALLOWED = {
+    "NotImplementedError", "AssertionError", "StopIteration",
+    "AttributeError",  # __getattr__ protocol (io/subset.py)
+    "ArgumentTypeError",  # argparse's way to reject an option value (cli/options.py), reported by the CLI
+    "UnpicklingError",  # the restricted unpickler's refusal, turned into VerificationSetError by its caller
+    "ShortReadError",  # a RemoteError of io/filesystem.py
+}
+PROTOCOL = {("io/keys.py", "KeyError"),  # the Mapping protocol: the reader turns it into RecordKeyError
+            ("recordio.py", "TypeError")}  # pickle's protocol: an object that cannot be pickled raises TypeError
+
+
+def test_no_bare_builtin_errors_on_bad_input():
+    errors = {name for name in dir(mxrec.errors) if isinstance(getattr(mxrec.errors, name), type)}
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                func = node.exc.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+                if (name and name.endswith(("Error", "Exception")) and name not in errors and name not in ALLOWED
+                        and (rel, name) not in PROTOCOL and not name[0].islower()):
+                    found.append(f"{rel}:{node.lineno}: raise {name}")
+    assert found == []
+
+
+def test_one_broken_record_rule_one_definition():
+    from mxrec.train import pipeline
+
+    text = {p.relative_to(SRC).as_posix(): p.read_text() for p in SRC.rglob("*.py")}
+    defining = [rel for rel, t in text.items() if "(ImageDecodeError, HeaderError)" in t]
+    assert defining == ["train/pipeline.py"]
+    assert (mxrec.ImageDecodeError, mxrec.HeaderError) == pipeline.BROKEN_RECORD_ERRORS
