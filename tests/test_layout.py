@@ -23,8 +23,6 @@ TOP_LEVEL = {
     "errors": set(),
     "recordio": {"errors", "format", "io", "image"},
     "torch": {"errors", "format", "io", "image", "transforms", "train"},
-    "info": {"doctor"},
-    "verify": {"doctor"},
     "__init__": {"*"},
     "__main__": {"cli"},
 }

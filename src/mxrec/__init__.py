@@ -17,10 +17,11 @@ Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.tor
 """
 
 from mxrec import recordio
+from mxrec.doctor.info import DatasetInfo, dataset_info
 from mxrec.doctor.preview import contact_sheet
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.stats import dataset_stats
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.verify import verify_dataset, verify_recordio
 from mxrec.errors import (
     DuplicateKeyError,
     HeaderError,
@@ -57,6 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DataBatch",
+    "DatasetInfo",
     "DuplicateKeyError",
     "FaceSet",
     "HeaderError",
@@ -85,6 +87,7 @@ __all__ = [
     "VerificationSetError",
     "build_index",
     "contact_sheet",
+    "dataset_info",
     "dataset_stats",
     "extract_records",
     "load_verification_set",
@@ -100,5 +103,6 @@ __all__ = [
     "repair_dataset",
     "unpack",
     "verify_dataset",
+    "verify_recordio",
     "write_index",
 ]

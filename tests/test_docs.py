@@ -1,0 +1,56 @@
+"""The docs site holds together: every page is in the nav, every API block names a room that exists, the README's
+links lead to pages, and the README keeps the two newcomer commands. (`mkdocs build --strict`, run by .ci/run,
+checks the rendering: broken links and malformed docstrings.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import mxrec
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PACKAGE = Path(mxrec.__file__).parent
+NEWCOMER_COMMANDS = [
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[image]' && python examples/quickstart.py",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[image,test]' torch==2.13.0 && python -m pytest",
+]
+
+
+def nav_pages() -> list[str]:
+    return re.findall(r"^\s*-\s*(?:[^:\n]+:\s*)?([\w./-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+
+
+def test_every_page_is_in_the_nav_once():
+    pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
+    assert sorted(nav_pages()) == pages
+
+
+def test_every_api_block_names_a_module():
+    targets = [t for p in DOCS.rglob("*.md") for t in re.findall(r"^::: ([\w.]+)", p.read_text(), re.M)]
+    assert "mxrec.io" in targets and "mxrec.recordio" in targets
+    for target in targets:
+        rel = Path(*target.split(".")[1:])
+        assert target == "mxrec" or (PACKAGE / rel / "__init__.py").exists() or (PACKAGE / f"{rel}.py").exists(), (
+            target)
+    rooms = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert rooms <= {t.split(".")[1] for t in targets if t.count(".") == 1}, "a room without an API page"
+
+
+def test_readme_is_the_front_page():
+    readme = (ROOT / "README.md").read_text()
+    for command in NEWCOMER_COMMANDS:
+        assert command in readme
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", readme)
+    assert len(links) >= 10
+    for link in links:
+        assert (ROOT / link).is_file(), link
+    assert not re.search(r"\]\((?!docs/|https?://)[^)]+\)", readme), "a README link the site cannot follow"
+
+
+def test_public_names_the_readme_shows_are_exported():
+    readme = (ROOT / "README.md").read_text()
+    for name in re.findall(r"`mxrec\.(\w+)", readme):
+        assert hasattr(mxrec, name) or (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").exists(), name
+    assert not (PACKAGE / "info.py").exists() and not (PACKAGE / "verify.py").exists()
