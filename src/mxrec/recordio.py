@@ -82,6 +82,18 @@ class MXRecordIO:
     group): ``write`` queues a record, and every way to observe the output --
     ``tell``, ``close``, ``idx``, ``keys`` -- writes the queue first, so what
     is seen is always what MXNet would show.
+
+    Parameters
+    ----------
+    uri
+        The ``.rec`` file: a path or a URL.
+    flag
+        ``"r"`` to read, ``"w"`` to write (truncating the file).
+
+    Raises
+    ------
+    ModeError
+        ``flag`` is neither ``"r"`` nor ``"w"`` (a ``ValueError``, as MXNet's).
     """
 
     _pending: list | None = None  # records queued by write() / write_idx(); None unless open for writing
@@ -253,7 +265,19 @@ class _ShownAfterWriting:
 
 
 class MXIndexedRecordIO(MXRecordIO):
-    """Random access by key, through an ``.idx`` file of ``key\\toffset`` lines."""
+    """Random access by key, through an ``.idx`` file of ``key\\toffset`` lines.
+
+    Parameters
+    ----------
+    idx_path
+        The ``.idx`` file: read with ``"r"``, written with ``"w"``.
+    uri
+        The ``.rec`` file: a path or a URL.
+    flag
+        ``"r"`` to read, ``"w"`` to write.
+    key_type
+        Converts ``.idx`` keys when reading (``int``, or ``str``).
+    """
 
     def __init__(self, idx_path: str | os.PathLike, uri: str | os.PathLike, flag: str,
                  key_type: KeyType = int) -> None:
@@ -492,11 +516,46 @@ class OffsetMap(MutableMapping):
 
 
 def unpack_img(s: bytes, iscolor: int = -1) -> tuple[IRHeader, np.ndarray]:
-    """Unpack a record into its header and decoded image (BGR or grey, as OpenCV's ``imdecode``)."""
+    """Unpack a record into its header and decoded image (BGR or grey, as OpenCV's ``imdecode``).
+
+    Parameters
+    ----------
+    s
+        A record payload: an ``IRHeader`` and encoded image bytes.
+    iscolor
+        OpenCV's ``imdecode`` flag: ``-1`` as stored, ``0`` grey, ``1`` BGR.
+
+    Returns
+    -------
+    tuple
+        The :class:`IRHeader` and the image, ``uint8`` HxWx3 (BGR) or HxW.
+
+    Raises
+    ------
+    ImageDecodeError
+        The bytes are not an image (MXNet returned ``None``).
+    """
     header, payload = unpack(s)
     return header, decode_image(payload, iscolor, what=f"record id {header.id}")
 
 
 def pack_img(header: IRHeader | tuple, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
-    """Encode ``img`` (BGR, as OpenCV) and pack it with ``header``; ``quality`` is the PNG level for ``.png``."""
+    """Encode an image and pack it with ``header`` into one record payload (byte-identical to MXNet's).
+
+    Parameters
+    ----------
+    header
+        The :class:`IRHeader` (or a 4-tuple ``flag, label, id, id2``).
+    img
+        The image, ``uint8`` HxWx3 in BGR order (as OpenCV) or HxW grey.
+    quality
+        JPEG quality 1-100, or the PNG compression level 0-9 for ``.png``.
+    img_fmt
+        The encoding: ``".jpg"``, ``".png"``, ... (what OpenCV writes).
+
+    Returns
+    -------
+    bytes
+        The record payload.
+    """
     return pack(header, encode_image(img, img_fmt, quality))

@@ -1,7 +1,7 @@
 """Image checks of an image dataset: every image sound, and image sizes and channels consistent.
 
 :func:`check_images` reports each record whose image bytes are empty, declare
-a zero-size image, are truncated or corrupt (:mod:`mxrec.imagebytes`). Without
+a zero-size image, are truncated or corrupt (:mod:`mxrec.image.inspect`). Without
 decoding only the file headers are read, which finds empty and zero-size
 images and damaged headers; damage inside the compressed data needs a decode.
 

@@ -1,7 +1,7 @@
 """Duplicate images, by content hash: within one dataset, and shared between two (train/val leakage).
 
 Two records hold the same image when the image bytes after their IRHeaders
-are identical (same SHA-1, see :mod:`mxrec.contents`). The same picture
+are identical (same SHA-1, see :mod:`mxrec.doctor.contents`). The same picture
 encoded twice (re-compressed, resized) has different bytes and is not found
 here. A duplicate whose labels differ from its original's is called out: one
 of the two labels is wrong.

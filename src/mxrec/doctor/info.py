@@ -186,9 +186,25 @@ class LabelTally:
 
 def dataset_info(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                  key_type: KeyType = int, storage_options: StorageOptions = None) -> DatasetInfo:
-    """Summarise ``rec_path``, local or a URL (and its ``.idx`` of ``key_type`` keys, default: the one beside it).
+    """Summarise a dataset, as ``mxrec info`` prints it: records, bytes, multi-part records, labels, index status.
 
     One streaming pass over the framing and headers; nothing is kept per record but its offset and label values.
+
+    Parameters
+    ----------
+    rec_path
+        The ``.rec``, local or a URL.
+    idx_path
+        Its ``.idx``; default: the one beside it, if present.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+    storage_options
+        fsspec options for URLs.
+
+    Returns
+    -------
+    DatasetInfo
+        The summary; ``format_text()`` for people, ``to_dict()`` for JSON.
     """
     rec_path = os.fspath(rec_path)
     idx_path = resolve_index(rec_path, idx_path, storage_options)

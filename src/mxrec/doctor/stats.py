@@ -1,7 +1,7 @@
 """Dataset statistics: label counts and the image-size distribution, as numbers and as plots.
 
 :func:`dataset_stats` reads every intact record's header and image header once
-(:func:`mxrec.contents.read_contents`, no decoding: sizes come from the JPEG /
+(:func:`mxrec.doctor.contents.read_contents`, no decoding: sizes come from the JPEG /
 PNG headers) and returns a :class:`DatasetStats`: records per class (or a
 histogram of label values when the labels are not class ids), label widths,
 image formats, channels, the most common shapes and quantiles of width,

@@ -68,7 +68,22 @@ DATASET_KINDS = ("auto", "image", "raw")
 
 def verify_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                     key_type: KeyType = int) -> Report:
-    """Check the framing of ``rec_path`` and, if there is one, its ``.idx`` (default: beside it)."""
+    """Check the framing of ``rec_path`` and, if there is one, its ``.idx``: :func:`verify_dataset` on raw records.
+
+    Parameters
+    ----------
+    rec_path
+        The ``.rec`` (a path or URL).
+    idx_path
+        Its ``.idx``; default: the one beside it, if present.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+
+    Returns
+    -------
+    Report
+        The framing, padding and index checks.
+    """
     return verify_dataset(rec_path, idx_path, key_type, dataset_kind="raw")
 
 
@@ -80,18 +95,56 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
                    label_kind: str = "auto", min_class_samples: int = 5, max_imbalance: float = 10.0,
                    workers: int | None = None, progress: Callable[[int, int], None] | None = None,
                    storage_options: StorageOptions = None, scan: ContentScan | None = None) -> Report:
-    """Run every check on ``rec_path`` (and its ``.idx``, default: beside it, if present); see the module doc.
+    """Run every check of ``mxrec verify`` on a dataset and return the report (the checks: the module doc).
 
-    ``dataset_kind``: ``"auto"``, ``"image"`` (always run the content checks) or
-    ``"raw"`` (RecordIO checks only, plus ``lst``/``against`` when given).
-    ``layout``: ``"auto"``, ``"insightface"`` or ``"plain"`` (see the module doc).
-    ``decode`` decodes every image on ``workers`` threads (default: all cores),
-    calling ``progress(done, total)``. ``lst`` (image paths relative to
-    ``root``, default: the ``.lst``'s folder) and ``against`` (another ``.rec``)
-    add their checks. ``num_classes``, ``label_kind`` (``"auto"``, ``"class"``,
-    ``"value"``), ``min_class_samples`` and ``max_imbalance`` tune the label checks. ``scan`` collects the
-    records' facts elsewhere than on this process's threads, as ``scan(rec_path, spans, keys_by_offset,
-    decode=..., progress=...)`` (``mxrec.ray.RayContentScan``: on a cluster); the checks are the same.
+    Parameters
+    ----------
+    rec_path
+        The ``.rec`` (a path or URL).
+    idx_path
+        Its ``.idx``; default: the one beside it, if present.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+    dataset_kind
+        ``"auto"``, ``"image"`` (always run the content checks) or ``"raw"``
+        (RecordIO checks only, plus ``lst``/``against`` when given).
+    layout
+        ``"auto"``, ``"insightface"`` or ``"plain"`` (see the module doc).
+    decode
+        Decode every image (on ``workers`` threads) instead of reading headers
+        only; libjpeg warnings count as faults.
+    lst
+        A ``.lst`` to check against the records (lines, files, indices, labels).
+    root
+        The folder ``lst`` paths are relative to; default: the ``.lst``'s folder.
+    against
+        Another ``.rec``: images present in both are reported (leakage).
+    num_classes
+        Class ids must lie in ``[0, num_classes)``.
+    label_kind
+        ``"auto"``, ``"class"`` or ``"value"``: whether the first label is a
+        class id.
+    min_class_samples
+        Classes with fewer records are reported (balance, a warning).
+    max_imbalance
+        Largest ratio of the biggest to the smallest class before a warning.
+    workers
+        Threads for the content scan; default: all cores.
+    progress
+        Called as ``progress(done, total)`` during the content scan.
+    storage_options
+        fsspec options for URLs.
+    scan
+        Collects the records' facts elsewhere than on this process's threads, as
+        ``scan(rec_path, spans, keys_by_offset, decode=..., progress=...)``
+        (:class:`mxrec.ray.RayContentScan`: on a cluster); the checks are the
+        same.
+
+    Returns
+    -------
+    Report
+        One :class:`~mxrec.doctor.report.Check` per check; ``report.ok`` when
+        every check passed, ``report.format_text()`` for people.
     """
     if dataset_kind not in DATASET_KINDS:
         raise OptionError(f"dataset_kind must be one of {DATASET_KINDS}, not {dataset_kind!r}")

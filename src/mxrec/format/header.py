@@ -53,6 +53,18 @@ def pack(header: IRHeader | tuple, s: bytes) -> bytes:
     A scalar label is stored in the header and forces ``flag`` to 0; any other
     label becomes a float32 array stored after the header, with ``flag`` set to
     its size and the header's own label field set to 0.
+
+    Parameters
+    ----------
+    header
+        The :class:`IRHeader` (or a 4-tuple ``flag, label, id, id2``).
+    s
+        The payload bytes that follow the header.
+
+    Returns
+    -------
+    bytes
+        The record payload.
     """
     header = IRHeader(*header)
     label = header.label
@@ -63,7 +75,24 @@ def pack(header: IRHeader | tuple, s: bytes) -> bytes:
 
 
 def unpack(s: bytes) -> tuple[IRHeader, bytes]:
-    """Split a record payload into its ``IRHeader`` and the remaining bytes (as ``mxnet.recordio.unpack``)."""
+    """Split a record payload into its ``IRHeader`` and the remaining bytes (as ``mxnet.recordio.unpack``).
+
+    Parameters
+    ----------
+    s
+        A record payload.
+
+    Returns
+    -------
+    tuple
+        The :class:`IRHeader` (its ``label`` a float32 array when ``flag > 0``)
+        and the bytes after the header and labels.
+
+    Raises
+    ------
+    HeaderError
+        ``s`` is shorter than the header and the labels it declares.
+    """
     header, start = unpack_header(s)
     return header, s[start:]
 

@@ -103,22 +103,47 @@ class KeyedRecords:
 
 
 class RecordReader(KeyedRecords):
-    """Random access to the records of a local ``.rec`` file.
-
-    ``index``: ``None`` uses the ``.idx`` beside the file if it exists and scans
-    otherwise; ``True`` requires the ``.idx`` beside the file (as
-    :class:`~mxrec.io.writer.RecordWriter`'s ``index=True`` names it); a path
-    uses that ``.idx``; ``False`` always scans. ``key_type``
-    converts ``.idx`` keys (``int`` by default, ``str`` for string keys).
-    ``duplicates``: ``"error"`` (default) rejects an ``.idx`` with a repeated
-    key; ``"last"`` keeps MXNet's rule (the last line wins for key look-ups).
-    ``strict``: when ``False``, a scan that meets damaged framing skips over
-    the damage (resync rule), keeps every intact record, and stores the first
-    fault in :attr:`damage` instead of raising.
+    """Random access to the records of a ``.rec`` file, by position or by key.
 
     ``reader[i]`` is the record at position ``i`` (``.idx`` order, or file
     order after a scan); ``len(reader)`` counts records; iterating yields every
-    payload in position order.
+    payload in position order. A URL (``s3://...``) opens the remote reader,
+    which reads the same way with coalesced ranged requests.
+
+    Parameters
+    ----------
+    path
+        The ``.rec`` file: a local path or an fsspec URL.
+    index
+        ``None``: the ``.idx`` beside the file if it exists, else a scan of the
+        file. ``True``: the ``.idx`` beside the file is required (as
+        :class:`~mxrec.io.writer.RecordWriter`'s ``index=True`` names it). A
+        path: that ``.idx``. ``False``: always scan.
+    key_type
+        Converts ``.idx`` keys: ``int`` (default), or ``str`` for string keys.
+    duplicates
+        ``"error"`` (default) rejects an ``.idx`` with a repeated key;
+        ``"last"`` keeps MXNet's rule (the last line wins for key look-ups).
+    strict
+        When ``False``, a scan that meets damaged framing skips over the damage
+        (the resync rule), keeps every intact record, and stores the first fault
+        in :attr:`damage` instead of raising.
+    storage_options
+        For a URL: fsspec options (credentials, endpoint), which win over the
+        environment.
+    cache_dir
+        For a URL: a local folder that keeps fetched blocks (default
+        ``$MXREC_CACHE_DIR``; none when unset).
+
+    Raises
+    ------
+    RecordFormatError
+        The framing is damaged (with ``strict=True``).
+    IndexFileError
+        The ``.idx`` is malformed, disagrees with the ``.rec``, or is missing
+        with ``index=True``.
+    OptionError
+        ``duplicates`` is neither ``"error"`` nor ``"last"``.
     """
 
     is_remote = False

@@ -151,12 +151,42 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
                  storage_options: StorageOptions = None,
                  cache_dir: str | os.PathLike | BlockCache | None = None) -> Any:
-    """Open a dataset however it is stored (see the module docstring).
+    """Open a dataset however it is stored: one ``.rec``, local or remote, or a set of shards.
 
-    ``index`` applies to a single file (an ``.idx`` path, ``True``/``False``/``None``
-    as :class:`~mxrec.io.reader.RecordReader`); for a shard set only ``None``,
-    ``True`` or ``False``. ``storage_options`` go to fsspec, ``cache_dir`` (or
-    ``$MXREC_CACHE_DIR``) caches remote blocks locally.
+    Parameters
+    ----------
+    spec
+        A ``.rec`` path or URL; a list of them; a glob (``"s3://b/train-*.rec"``);
+        a brace range (``"train-{00000..00015}.rec"``); a manifest
+        (``train.manifest.json``); the name a sharded pack was given
+        (``data/train``); or the folder that holds a set.
+    index
+        For a single file, as :class:`~mxrec.io.reader.RecordReader`'s (an
+        ``.idx`` path, ``True``, ``False`` or ``None``); a shard set takes only
+        ``None``, ``True`` or ``False``.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+    duplicates
+        ``"error"`` or ``"last"``, as :class:`~mxrec.io.reader.RecordReader`'s.
+    strict
+        ``False`` skips damaged framing instead of raising.
+    storage_options
+        fsspec options for URLs.
+    cache_dir
+        A local folder (or :class:`~mxrec.io.cache.BlockCache`) that keeps
+        fetched blocks of remote files; default ``$MXREC_CACHE_DIR``.
+
+    Returns
+    -------
+    RecordReader or ShardSetReader
+        A reader whose positions run ``0 .. N - 1`` across the shards.
+
+    Raises
+    ------
+    ManifestError
+        A shard is missing or differs from the manifest.
+    OptionError
+        ``index`` is a path but ``spec`` names a shard set.
     """
     options = dict(storage_options=storage_options, cache_dir=BlockCache.from_setting(cache_dir))
     if isinstance(spec, (str, os.PathLike)) and os.fspath(spec).endswith(".rec") and not _BRACE.search(

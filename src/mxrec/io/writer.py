@@ -53,10 +53,33 @@ _IOV_MAX = 1024  # buffers one writev call may take (POSIX's minimum for IOV_MAX
 class RecordWriter:
     """Write records to ``path``; with ``index`` also write ``key\\toffset`` lines to an ``.idx``.
 
-    ``index``: ``True`` writes the conventional ``.idx`` beside the ``.rec``; a
-    path writes that file; ``False``/``None`` writes none. Keys default to the
-    record's position (0, 1, ...). ``key_type`` converts keys before they are
-    written (MXNet's ``key_type``).
+    Use it as a context manager (``with RecordWriter(...) as w: w.write(payload)``);
+    the ``.idx`` never points past flushed data. Keys default to the record's
+    position (0, 1, ...).
+
+    Parameters
+    ----------
+    path
+        The ``.rec`` to write: a local path or an fsspec URL (uploaded whole by
+        :meth:`close`).
+    index
+        ``True`` writes the conventional ``.idx`` beside the ``.rec``; a path
+        writes that file; ``False`` or ``None`` writes none.
+    key_type
+        Converts keys before they are written (MXNet's ``key_type``).
+    atomic
+        Write ``NAME.partial`` files and rename them into place only when
+        :meth:`close` succeeds, so the output is complete or absent (always on
+        for URLs). :meth:`abort` or an exception inside ``with`` discards them.
+    buffer_size
+        Bytes buffered before the ``.rec`` is written to.
+    storage_options
+        For a URL: fsspec options (credentials, endpoint).
+
+    Raises
+    ------
+    OutputPathError
+        The output is a directory, or its folder does not exist.
     """
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,

@@ -121,12 +121,45 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                     progress: Callable[[int, int], None] | None = None) -> ExtractResult:
     """Write every record of ``rec_path`` as a file under ``out_dir``, plus ``out_dir/<name>.lst``.
 
-    A record that cannot be read (damaged framing under its ``.idx`` offset)
-    or is too short for its ``IRHeader`` is skipped and listed in
+    The layout of ``out_dir`` and the ``.lst`` are in the module doc. A record
+    that cannot be read (damaged framing under its ``.idx`` offset) or is too
+    short for its ``IRHeader`` is skipped and listed in
     :attr:`ExtractResult.skipped`; without an ``.idx``, damaged framing is
-    stepped over and named in :attr:`ExtractResult.damage`. ``progress(done,
-    total)`` is called after each record; the ``.lst`` is written last, so an
-    interrupted extraction leaves image files but no ``.lst``.
+    stepped over and named in :attr:`ExtractResult.damage`. The ``.lst`` is
+    written last, so an interrupted extraction leaves image files but no
+    ``.lst``.
+
+    Parameters
+    ----------
+    rec_path
+        The dataset (a path, URL or shard set).
+    out_dir
+        The folder to write into (a path or URL; a URL is filled from a local
+        spool folder, the ``.lst`` uploaded last).
+    idx_path
+        The ``.idx``; default: the one beside the ``.rec``.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+    flat
+        Write every file straight into ``out_dir``, without label folders.
+    label_names
+        ``{class id: name}`` (a ``.labels`` file): label folders are named, not
+        numbered.
+    layout
+        ``"auto"``, ``"insightface"`` or ``"plain"``, as
+        :func:`~mxrec.io.insightface.read_face_set`'s.
+    progress
+        Called as ``progress(done, total)`` after each record.
+
+    Returns
+    -------
+    ExtractResult
+        How many files were written, the ``.lst``, the records skipped and any damage.
+
+    Raises
+    ------
+    UnsafePathError
+        A file would land outside ``out_dir`` (through a symbolic link).
     """
     out_dir = os.fspath(out_dir)
     if is_url(out_dir):

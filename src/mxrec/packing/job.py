@@ -253,12 +253,50 @@ def pack_list(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path: st
               on_warning: Callable[[ImageNote], None] | None = None) -> PackResult:
     """Pack the images listed in ``lst_path`` (relative to ``root``) into ``rec_path`` and its ``.idx``.
 
-    ``rec_path`` defaults to the ``.lst`` path with ``.rec``. ``progress(done,
-    total)`` is called as images are done, ``on_skip(note)`` for each image
-    left out and ``on_warning(note)`` for each file stored that is no image
-    (pass-through). Raises :class:`PackError` with ``strict`` on the first
-    image that has to be skipped or is no image, and when nothing at all was
-    packed (see the module doc); the partial output is then removed.
+    What ``mxrec pack`` does for one ``.lst``: records in ``.lst`` order, keyed
+    by the ``.lst`` indices, byte-identical to ``tools/im2rec.py``'s by default.
+    The output is written as ``*.partial`` and renamed when the job completes.
+
+    Parameters
+    ----------
+    lst_path
+        The ``.lst`` (``index<TAB>label(s)<TAB>path`` lines); a path or URL.
+    root
+        The folder the ``.lst`` paths are relative to.
+    rec_path
+        The output ``.rec`` (its ``.idx`` beside it); default: ``lst_path``
+        with ``.rec``.
+    transform
+        What to do to each image (resize, crop, re-encode, pass-through);
+        default: ``ImageTransform()``, im2rec's defaults.
+    workers
+        Threads that read and encode images.
+    pack_label
+        Store every label of a multi-label ``.lst`` line as a label array.
+    strict
+        Stop at the first image that has to be skipped or is no image.
+    shard_limit
+        Write shards ``NAME_00000.rec``, ... of at most this many records or
+        bytes, and a manifest.
+    progress
+        Called as ``progress(done, total)`` as images are done.
+    on_skip
+        Called with the note of each image left out (unreadable, empty,
+        truncated).
+    on_warning
+        Called with the note of each file stored that is no image
+        (pass-through).
+
+    Returns
+    -------
+    PackResult
+        Records written, images skipped and why, the outputs.
+
+    Raises
+    ------
+    PackError
+        With ``strict``, on the first image skipped or stored that is no image;
+        and when nothing at all was packed. The partial output is removed.
     """
     lst_path, root = os.fspath(lst_path), os.fspath(root)
     rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"

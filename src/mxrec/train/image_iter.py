@@ -31,29 +31,76 @@ _LABEL_DTYPES = ("float32", "float64", "int32", "int64")
 class ImageIter(BatchIter):
     """``mx.image.ImageIter``: images from a ``.rec`` or from files, through a list of Python augmenters.
 
-    Sources: ``path_imgrec`` (labels from the record headers, or from
-    ``path_imglist``/``imglist`` by record key), or image files named in
-    ``path_imglist`` (a ``.lst``) or ``imglist`` (``[[label(s)..., path],
-    ...]``) under ``path_root``. Each image is decoded to RGB ``uint8`` HWC,
-    passed through ``aug_list`` (default: :func:`~mxrec.transforms.create_augmenter`
-    with ``data_shape`` and the extra keyword arguments), and written CHW into
-    a float32 batch. Augmenters from :mod:`mxrec.transforms` draw from the
-    sample's random stream; other callables are called as ``aug(img)``.
-    ``dtype`` is the label type. ``seed``, ``preprocess_threads``,
-    ``prefetch_buffer``, ``on_broken``, ``layout`` and the distributed and
-    remote options of :class:`~mxrec.train.record_iter.RecordIterParams`
-    (``shuffle_block``, ``shuffle_window``, ``stick_to_shard``,
-    ``pad_last_batch``, ``storage_options``, ``cache_dir``) are mxrec's
-    additions. ``layout`` is :class:`~mxrec.train.record_iter.ImageRecordIter`'s:
-    an InsightFace face set in ``path_imgrec`` is read as its face records
-    only, labelled with their identity. Every path may be a URL and
-    ``path_imgrec`` a shard set (:func:`mxrec.io.shardset.open_dataset`).
+    Each image is decoded to RGB ``uint8`` HWC, passed through ``aug_list``, and
+    written CHW into a float32 batch. Augmenters from :mod:`mxrec.transforms`
+    draw from the sample's random stream; other callables are called as
+    ``aug(img)``. Every path may be a URL.
 
     Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
     Python's global ``random``); ``num_parts`` ranks take turns in one global
     order with equal batch counts (:mod:`mxrec.train.sampler`; MXNet gives each
-    a contiguous ``N // num_parts`` records and never reads the remainder);
-    left at ``None`` they come from an initialised ``torch.distributed``.
+    a contiguous ``N // num_parts`` records and never reads the remainder).
+
+    Parameters
+    ----------
+    batch_size
+        Samples per batch.
+    data_shape
+        ``(3, height, width)`` of each output image.
+    label_width
+        Labels per sample.
+    path_imgrec
+        A dataset (anything :func:`~mxrec.io.shardset.open_dataset` opens):
+        labels come from the record headers, or from ``path_imglist`` /
+        ``imglist`` by record key.
+    path_imglist
+        A ``.lst``: the labels of ``path_imgrec``'s records, or, without
+        ``path_imgrec``, the image files to read (under ``path_root``).
+    path_root
+        The folder the image files of ``path_imglist`` / ``imglist`` are under.
+    path_imgidx
+        The ``.idx`` of ``path_imgrec`` (default: the one beside it).
+    shuffle
+        Shuffle each epoch, from ``seed``.
+    part_index, num_parts
+        This rank and the number of ranks; left at ``None`` they come from an
+        initialised ``torch.distributed`` (else 0 and 1).
+    aug_list
+        The augmenters; default: :func:`~mxrec.transforms.create_augmenter`
+        with ``data_shape`` and ``**kwargs``.
+    imglist
+        ``[[label(s)..., path], ...]`` instead of a ``.lst`` (keys 1, 2, ...).
+    data_name, label_name
+        The names in ``provide_data`` / ``provide_label``.
+    dtype
+        The label type: ``"float32"``, ``"float64"``, ``"int32"`` or ``"int64"``.
+    last_batch_handle
+        ``"pad"`` (fill from the start of the epoch), ``"discard"`` or
+        ``"roll_over"`` (carry the remainder into the next epoch).
+    seed
+        *mxrec*: seed of the shuffle and the augmentations.
+    preprocess_threads
+        *mxrec*: threads that decode and augment.
+    prefetch_buffer
+        *mxrec*: batches loaded ahead.
+    on_broken
+        *mxrec*: as :class:`~mxrec.train.record_iter.RecordIterParams`' (the next
+        record that decodes replaces a broken one, or ``"error"``).
+    layout
+        *mxrec*: as :class:`~mxrec.train.record_iter.RecordIterParams`' (an
+        InsightFace face set is read as its face records, labelled with their
+        identity).
+    shuffle_block, shuffle_window, stick_to_shard, pad_last_batch, storage_options, cache_dir
+        *mxrec*: as :class:`~mxrec.train.record_iter.RecordIterParams`'.
+    **kwargs
+        :func:`~mxrec.transforms.create_augmenter` options (``resize``,
+        ``rand_crop``, ``rand_mirror``, ``mean``, ``std``, ...) when ``aug_list``
+        is not given.
+
+    Raises
+    ------
+    ParameterError
+        A parameter is unknown, out of range, or conflicts with another.
     """
 
     def __init__(self, batch_size: int, data_shape: Sequence[int], label_width: int = 1,

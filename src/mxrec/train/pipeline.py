@@ -1,6 +1,6 @@
 """The threaded batch loader: samples decoded in parallel straight into preallocated batch buffers.
 
-A :class:`BatchPipeline` takes :class:`~mxrec.sampler.BatchPlan` s and a
+A :class:`BatchPipeline` takes :class:`~mxrec.train.sampler.BatchPlan` s and a
 *sample loader* -- ``load(position, epoch, data_slot, label_slot) -> record
 id``, which decodes, augments and writes one record into its slot -- and runs
 the loader on a pool of threads. The codecs and OpenCV release the GIL, so

@@ -47,27 +47,91 @@ from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch,
 class RecordIterParams:
     """``ImageRecordIter``'s own parameters (the augmenter's and normaliser's are in their modules).
 
-    MXNet's meaning throughout, except for ``num_parts``/``part_index``:
-    ranks take turns in one global order (:mod:`mxrec.train.sampler`); left
-    unset, they come from an initialised ``torch.distributed`` (else 1 and 0).
+    MXNet's meaning throughout, except for ``num_parts``/``part_index`` (ranks
+    take turns in one global order, :mod:`mxrec.train.sampler`); the
+    parameters MXNet does not have are marked *mxrec*.
 
-    mxrec's additions: ``drop_last`` (drop each epoch's last incomplete step),
-    ``on_broken`` (on a record whose image cannot be decoded, ``"skip"`` uses the
-    next record that decodes in its place, ``"error"`` raises:
-    :func:`~mxrec.train.pipeline.load_decodable`), ``layout`` (:data:`~mxrec.format.insightface.LAYOUTS`: ``"auto"``
-    reads an InsightFace face set (header record under ``.idx`` key 0) as its
-    face records only, each labelled with its identity (the face record's
-    label, or its first label), and any other dataset record by record;
-    ``"insightface"`` requires a face set, ``"plain"`` reads every record),
-    ``shuffle_block``/``shuffle_window`` (block shuffle: records per block,
-    blocks per window; ``None`` means a global shuffle for local data and
-    blocks of about 4 MiB for remote data; ``0`` forces a global shuffle),
-    ``stick_to_shard``/``pad_last_batch`` (DALI-style contiguous parts),
-    ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
-    remote data, default ``$MXREC_CACHE_DIR``). MXNet's ``shuffle_chunk_size``
-    (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
-    compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
-    (numpy output, one way of threading), ``shuffle_chunk_seed``.
+    Parameters
+    ----------
+    path_imgrec
+        The dataset: anything :func:`~mxrec.io.shardset.open_dataset` opens (a
+        local or remote ``.rec``, a shard set).
+    data_shape
+        ``(channels, height, width)`` of each output image; channels 1, 3 or 4.
+    batch_size
+        Samples per batch.
+    path_imgidx
+        The ``.idx``; default: the one beside the ``.rec``, else a scan.
+    path_imglist
+        A ``.lst`` whose labels replace the record headers': the line whose index
+        is the record's header id gives its ``label_width`` labels.
+    label_width
+        Labels per sample: labels are ``(batch,)`` when 1, else
+        ``(batch, label_width)``.
+    shuffle
+        Shuffle the records each epoch (a new order per epoch, from ``seed``).
+    seed
+        Seed of the shuffle order, and of the augmentations when ``seed_aug`` is
+        ``None``.
+    seed_aug
+        Seed of the augmentations.
+    num_parts, part_index
+        Number of ranks and this rank; every rank gets the same number of
+        batches. Left unset, they come from an initialised
+        ``torch.distributed`` (else 1 and 0).
+    round_batch
+        ``True``: the last batch of an epoch is filled from the start of the
+        epoch (counted in ``pad``); ``False``: it keeps empty slots (zeros,
+        index -1, counted in ``pad``).
+    drop_last
+        *mxrec*: drop each epoch's last incomplete step instead.
+    preprocess_threads
+        Threads that decode and augment.
+    prefetch_buffer
+        Batches loaded ahead.
+    dtype
+        Output type: ``"float32"`` (default), ``"uint8"`` (raw pixels, no
+        normalisation: do it on the GPU), ``"int8"``, ``"float16"``,
+        ``"float64"``.
+    on_broken
+        *mxrec*: on a record whose image cannot be decoded, ``"skip"`` uses the
+        next record that decodes in its place, with a warning, counted in
+        ``skipped`` (:func:`~mxrec.train.pipeline.load_decodable`);
+        ``"error"`` raises.
+    layout
+        *mxrec*: :data:`~mxrec.format.insightface.LAYOUTS`. ``"auto"`` reads an
+        InsightFace face set (header record under ``.idx`` key 0) as its face
+        records only, each labelled with its identity (the face record's label,
+        or its first label), and any other dataset record by record;
+        ``"insightface"`` requires a face set; ``"plain"`` reads every record.
+    data_name, label_name
+        The names in ``provide_data`` / ``provide_label``.
+    aug_seq
+        The augmenter: only MXNet's ``"aug_default"`` exists.
+    mean_img
+        A ``.npy`` mean image, computed over the dataset on first use
+        (:func:`mean_image_file`) and subtracted.
+    verbose, ctx, device_id
+        Accepted for compatibility; no effect (numpy output).
+    shuffle_chunk_size
+        MXNet's shuffle chunk (MB): sets the block size when ``shuffle_block``
+        is not given.
+    shuffle_chunk_seed
+        Accepted for compatibility; no effect.
+    shuffle_block
+        *mxrec*: block shuffle, records per block. ``None``: a global shuffle
+        for local data, blocks of about 4 MiB for remote data; ``0`` forces a
+        global shuffle.
+    shuffle_window
+        *mxrec*: blocks per shuffle window (records are shuffled within it).
+    stick_to_shard, pad_last_batch
+        *mxrec*: DALI-style fixed contiguous parts per rank, and whether a
+        short part is padded with its last record.
+    storage_options
+        *mxrec*: fsspec options for remote data.
+    cache_dir
+        *mxrec*: local block cache for remote data (default
+        ``$MXREC_CACHE_DIR``).
     """
 
     path_imgrec: str
@@ -176,16 +240,26 @@ def mean_image_file(path: str, params: dict[str, Any]) -> np.ndarray:
 
 
 class ImageRecordIter(BatchIter):
-    """``mx.io.ImageRecordIter`` over a local ``.rec``: ``ImageRecordIter(path_imgrec=..., data_shape=..., ...)``.
+    """``mx.io.ImageRecordIter`` over any dataset (a local or remote ``.rec``, a shard set), numpy batches.
 
-    Parameters are MXNet's (:class:`RecordIterParams`,
-    :class:`~mxrec.augment.AugmentParams` without ``data_shape``,
-    :class:`~mxrec.normalize.NormalizeParams`). ``dtype``: ``float32``
-    (default), ``uint8`` (raw pixels, no normalisation: do it on the GPU),
-    ``int8``, ``float16``, ``float64``. ``mean_img`` names a ``.npy`` mean
-    image, computed on first use (:func:`mean_image_file`). Labels come from
-    the record headers, or with ``path_imglist`` from the ``.lst`` line whose
-    index is the record's header id. ``batch.index`` holds the header ids.
+    ``ImageRecordIter(path_imgrec=..., data_shape=..., batch_size=..., ...)``;
+    iterate it (each ``for`` over a finished epoch starts the next one) or use
+    MXNet's ``reset()``/``next()``. Batches are ``(batch, C, H, W)`` RGB;
+    ``batch.index`` holds the record header ids, ``batch.pad`` the padding slots.
+
+    Parameters
+    ----------
+    **params
+        MXNet's parameters, by keyword: :class:`RecordIterParams` (the
+        iterator's own), :class:`~mxrec.train.augment.AugmentParams` (without
+        ``data_shape``) and :class:`~mxrec.train.normalize.NormalizeParams`.
+        ``path_imgrec``, ``data_shape`` and ``batch_size`` are required.
+
+    Raises
+    ------
+    ParameterError
+        A parameter is unknown, misspelled, out of range, or conflicts with
+        another (MXNet ignores unknown ones silently).
     """
 
     def __init__(self, **params: Any) -> None:

@@ -295,9 +295,41 @@ def create_augmenter(data_shape: Sequence[int], resize: int = 0, rand_crop: bool
                      std: Sequence[float] | bool | None = None, brightness: float = 0, contrast: float = 0,
                      saturation: float = 0, hue: float = 0, pca_noise: float = 0, rand_gray: float = 0,
                      inter_method: int = INTER_CUBIC) -> list[Transform]:
-    """``mx.image.CreateAugmenter``: the standard augmenter list for ``data_shape`` (C, H, W).
+    """``mx.image.CreateAugmenter``: the standard augmenter list for ``data_shape``.
 
-    ``mean=True`` / ``std=True`` use the ImageNet RGB statistics.
+    Parameters
+    ----------
+    data_shape
+        ``(channels, height, width)`` of the output.
+    resize
+        Resize the shorter side to this first (0: no resize).
+    rand_crop
+        A random crop of the output size (else a centre crop).
+    rand_resize
+        A random-area, random-aspect crop (needs ``rand_crop``).
+    rand_mirror
+        Flip left-right with probability 1/2.
+    mean, std
+        Per-channel normalisation; ``True`` uses the ImageNet RGB statistics.
+    brightness, contrast, saturation, hue
+        Colour-jitter strengths (0: off).
+    pca_noise
+        AlexNet-style lighting noise strength (0: off).
+    rand_gray
+        Probability of converting to grey.
+    inter_method
+        OpenCV's interpolation code, or ``9``/``10`` for MXNet's automatic or
+        random choice.
+
+    Returns
+    -------
+    list
+        The augmenters, in the order MXNet applies them.
+
+    Raises
+    ------
+    ParameterError
+        ``rand_resize`` without ``rand_crop``.
     """
     crop_size = (int(data_shape[2]), int(data_shape[1]))
     augs: list[Transform] = []

@@ -32,9 +32,21 @@ def pad_to_max(arrays: Sequence[np.ndarray], pad_value: float = 0) -> tuple[np.n
 def pad_collate(samples: Sequence[Any], pad_value: float = 0, *, return_shapes: bool = False) -> Any:
     """Collate a batch whose images differ in size: pad each to the batch maximum, stack.
 
-    ``samples`` are arrays, or tuples whose first item is the image (the other
-    items are stacked as they are, e.g. labels). Returns the batch (or a tuple
-    of batches), followed by the original image shapes when ``return_shapes``.
+    Parameters
+    ----------
+    samples
+        Arrays, or tuples whose first item is the image (the other items are
+        stacked as they are, e.g. labels).
+    pad_value
+        The value of the padding.
+    return_shapes
+        Also return the original image shapes.
+
+    Returns
+    -------
+    numpy.ndarray or tuple
+        The batch (or a tuple of batches), followed by the original image
+        shapes when ``return_shapes``.
     """
     if samples and isinstance(samples[0], (tuple, list)):
         images, *others = zip(*samples, strict=True)

@@ -20,11 +20,37 @@ from mxrec.transforms.rng import SampleRandom
 
 
 class Compose(SequentialAug):
-    """Gluon's ``Compose``: apply ``transforms`` in order."""
+    """Gluon's ``Compose``: apply ``transforms`` in order.
+
+    Parameters
+    ----------
+    transforms
+        The transforms; each random one draws from the stream the composition
+        is called with.
+    seed
+        Seed of the transform's own random stream, used when it is called
+        without one (``rng``); default: fresh entropy.
+    """
 
 
 class RandomResizedCrop(RandomSizedCropAug):
-    """Gluon's ``RandomResizedCrop``: area fraction in ``scale``, aspect ratio in ``ratio``, resized to ``size``."""
+    """Gluon's ``RandomResizedCrop``: a random crop, resized to ``size``.
+
+    Parameters
+    ----------
+    size
+        Output size: an int (square) or ``(width, height)``.
+    scale
+        Range of the crop's area, as a fraction of the image's.
+    ratio
+        Range of the crop's aspect ratio (width / height).
+    interpolation
+        OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's
+        automatic/random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called
+        without one (``rng``); default: fresh entropy.
+    """
 
     def __init__(self, size: int | Size, scale: tuple[float, float] = (0.08, 1.0),
                  ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0), interpolation: int = INTER_LINEAR,
@@ -33,21 +59,49 @@ class RandomResizedCrop(RandomSizedCropAug):
 
 
 class RandomFlipLeftRight(HorizontalFlipAug):
-    """Gluon's ``RandomFlipLeftRight``: flip left-right with probability 1/2."""
+    """Gluon's ``RandomFlipLeftRight``: flip left-right with probability 1/2.
+
+    Parameters
+    ----------
+    seed
+        Seed of the transform's own random stream, used when it is called
+        without one (``rng``); default: fresh entropy.
+    """
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(0.5, seed)
 
 
 class CenterCrop(CenterCropAug):
-    """Gluon's ``CenterCrop`` (bilinear by default)."""
+    """Gluon's ``CenterCrop``: the centre ``size`` of the image (scaled down to fit a smaller image, then resized).
+
+    Parameters
+    ----------
+    size
+        Output size: an int (square) or ``(width, height)``.
+    interpolation
+        OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's
+        automatic/random choice.
+    """
 
     def __init__(self, size: int | Size, interpolation: int = INTER_LINEAR) -> None:
         super().__init__(size_pair(size), interpolation)
 
 
 class Resize(Transform):
-    """Gluon's ``Resize``: to ``size`` (w, h); with ``keep_ratio`` and an int size, the shorter side to ``size``."""
+    """Gluon's ``Resize``.
+
+    Parameters
+    ----------
+    size
+        Output size: an int (square) or ``(width, height)``.
+    keep_ratio
+        With an int ``size``: resize the shorter side to ``size``, keeping the
+        aspect ratio.
+    interpolation
+        OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's
+        automatic/random choice.
+    """
 
     def __init__(self, size: int | Size, keep_ratio: bool = False, interpolation: int = INTER_LINEAR) -> None:
         super().__init__(0)
@@ -79,7 +133,15 @@ class ToTensor(Transform):
 
 
 class Normalize(Transform):
-    """``(x - mean[c]) / std[c]`` for each channel ``c`` of a CHW (or NCHW) float image; scalars apply to all."""
+    """Gluon's ``Normalize``: ``(x - mean[c]) / std[c]`` for each channel ``c`` of a CHW (or NCHW) float image.
+
+    Parameters
+    ----------
+    mean
+        One value per channel, or one for all.
+    std
+        One value per channel, or one for all.
+    """
 
     def __init__(self, mean: float | Sequence[float] = 0.0, std: float | Sequence[float] = 1.0) -> None:
         super().__init__(0)
