@@ -41,22 +41,9 @@ and handled by ``last_batch`` as at the end of any epoch (filled and counted in
 ``pad``, left empty, dropped, or rolled over): nothing is repeated or skipped
 anywhere else.
 
-How this differs from MXNet's ``ImageRecordIter`` (see
-``tests/data/golden/iter/epoch_semantics.json``):
-
-* ``round_batch=True`` (``last_batch="wrap"``): MXNet fills the last batch
-  from the start of the file but then starts the next epoch where the filler
-  stopped, so epochs drift and get shorter (4, 3, 3, ... batches); here every
-  epoch starts at its beginning and has the same number of batches.
-* ``round_batch=False`` (``"partial"``): MXNet reports ``pad=0`` for the short
-  last batch and leaves stale images from earlier batches in its empty slots;
-  here ``pad`` counts the empty slots, which hold zeros and index ``-1``.
-* shuffling without an ``.idx``: MXNet shuffles only within chunks of the
-  file; here the reader scans the file once and the shuffle is global.
-* ``num_parts``: MXNet gives each part a contiguous slice of the file, and
-  parts can differ in size by a record (and so in batch count, which stalls
-  distributed training); here parts take turns in one global order and always
-  have equal batch counts (``stick_to_shard`` gives contiguous, equal parts).
+How this differs from MXNet's ``ImageRecordIter`` (epoch drift, stale padding,
+chunk-only shuffles, unequal parts): the compatibility guide,
+``docs/guide/compatibility.md``.
 """
 
 from __future__ import annotations
