@@ -132,18 +132,46 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
                   keys: Sequence[object] | None = None, count: int = 16, seed: int = 0, tile: int = 160,
                   columns: int | None = None, key_type: KeyType = int, label_names: dict[int, str] | None = None,
                   on_fault: Callable[[object, str], None] | None = None) -> tuple[np.ndarray, list]:
-    """``(sheet, keys shown)``: the records with ``keys`` (default: ``count`` sampled with ``seed``) as a grid.
+    """A contact sheet: records as a grid of tiles, ``"key | label"`` under each (``mxrec preview``).
 
     The sample is drawn from the samples of the dataset: an InsightFace face
     set's faces (:func:`~mxrec.io.insightface.read_face_set`), else every record.
 
-    ``rec_path`` may be a URL or a shard set. Keys are ``.idx`` keys (default
-    ``.idx``: beside the file), or positions when there is none. Raises
-    :class:`~mxrec.errors.RecordKeyError` for a key that is not in the index.
-    ``label_names`` (class id -> name, from a ``.labels`` file) go into the
-    captions. ``on_fault(where, reason)`` is called for each record shown
-    damaged (``where``: its key) and for damaged framing stepped over when the
-    file is scanned (``where``: ``"byte N"``).
+    Parameters
+    ----------
+    rec_path
+        The dataset: a path, URL or shard set.
+    idx_path
+        Its ``.idx``; default: beside the file.
+    keys
+        The records to show, by ``.idx`` key (positions when there is no
+        ``.idx``); default: ``count`` records sampled with ``seed``.
+    count
+        How many records to sample.
+    seed
+        The sample's seed.
+    tile
+        Tile size in pixels.
+    columns
+        Tiles per row; default: a near-square grid.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+    label_names
+        ``{class id: name}`` (a ``.labels`` file): names in the captions.
+    on_fault
+        Called as ``on_fault(where, reason)`` for each record shown damaged
+        (``where``: its key) and for damaged framing stepped over when the file
+        is scanned (``where``: ``"byte N"``).
+
+    Returns
+    -------
+    tuple
+        The sheet (``uint8`` BGR image) and the keys shown.
+
+    Raises
+    ------
+    RecordKeyError
+        A key is not in the index.
     """
     with open_dataset(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
         if reader.damage is not None and on_fault is not None:

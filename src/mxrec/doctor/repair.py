@@ -141,8 +141,30 @@ def repair_dataset(rec_path: str | os.PathLike, out_path: str | os.PathLike,
                    idx_path: str | os.PathLike | None = None, key_type: KeyType = int) -> RepairResult:
     """Write every intact record of ``rec_path`` to ``out_path`` with a fresh ``.idx`` beside it; see the module doc.
 
-    ``idx_path`` is the input's ``.idx`` (default: beside it, if present).
-    The input is never modified; ``out_path`` must name other files.
+    The input is never modified.
+
+    Parameters
+    ----------
+    rec_path
+        The damaged ``.rec``.
+    out_path
+        The repaired ``.rec`` to write (its ``.idx`` beside it); must name other
+        files than the input's.
+    idx_path
+        The input's ``.idx`` (default: beside it, if present): its keys are kept.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+
+    Returns
+    -------
+    RepairResult
+        Records kept, and exactly which byte ranges and ``.idx`` entries were
+        dropped; ``format_text()`` for people.
+
+    Raises
+    ------
+    MxrecError
+        ``out_path`` or its ``.idx`` is an input file.
     """
     rec_path, out_path = os.fspath(rec_path), os.fspath(out_path)
     out_idx = index_path_for(out_path)

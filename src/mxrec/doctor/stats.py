@@ -110,10 +110,34 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
                   key_type: KeyType = int, *, label_kind: str = "auto", workers: int | None = None,
                   label_names: dict[int, str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> DatasetStats:
-    """Read a dataset (a file, URL or shard set) once and summarise its labels and images.
+    """Read a dataset (a file, URL or shard set) once and summarise its labels and images (``mxrec stats``).
 
     Damaged framing and an unreadable ``.idx`` are stepped over and listed in
-    :attr:`DatasetStats.damage`. ``label_names`` (class id -> name) only label the output.
+    :attr:`DatasetStats.damage`.
+
+    Parameters
+    ----------
+    rec_path
+        The dataset: a file, URL or shard set.
+    idx_path
+        Its ``.idx``; default: the one beside it, if present.
+    key_type
+        Converts ``.idx`` keys (``int`` or ``str``).
+    label_kind
+        ``"auto"``, ``"class"`` or ``"value"``: whether the first label is a
+        class id (counted) or a value (a histogram).
+    workers
+        Threads that read the image headers; default: all cores.
+    label_names
+        ``{class id: name}``: only labels the output.
+    progress
+        Called as ``progress(done, total)``.
+
+    Returns
+    -------
+    DatasetStats
+        Label counts, formats, channels, size quantiles, top shapes;
+        ``format_text()`` for people, :func:`plot_stats` for plots.
     """
     contents, damage = read_contents(rec_path, idx_path, key_type, workers=workers, progress=progress)
     records = labelled_records(contents)

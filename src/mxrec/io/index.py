@@ -229,7 +229,34 @@ _ID_BLOCK = 1 << 20  # records whose header ids are read at once
 
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                 keys: str = "auto", storage_options: StorageOptions = None) -> tuple[Index, str]:
-    """Scan ``rec_path`` and write its ``.idx`` (default: beside it) atomically; see :func:`scan_index`."""
+    """Scan a ``.rec`` and write its ``.idx`` atomically (what ``mxrec index`` does).
+
+    Parameters
+    ----------
+    rec_path
+        The ``.rec`` (a path or URL).
+    idx_path
+        The ``.idx`` to write; default: beside the ``.rec``.
+    keys
+        ``"position"`` numbers records 0, 1, ... in file order; ``"id"`` uses
+        each record's ``IRHeader.id`` (im2rec and InsightFace write the key
+        there); ``"auto"`` uses the ids when every record has a header and the
+        ids are unique, else positions (:func:`scan_index`).
+    storage_options
+        fsspec options for URLs.
+
+    Returns
+    -------
+    tuple
+        The index and the key source used (``"id"`` or ``"position"``).
+
+    Raises
+    ------
+    RecordFormatError
+        The framing is damaged (``mxrec verify --repair`` salvages such files).
+    OptionError
+        ``keys`` is not one of :data:`KEY_SOURCES`.
+    """
     index, source = scan_index(rec_path, keys, storage_options)
     write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
                 storage_options)

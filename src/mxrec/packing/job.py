@@ -356,6 +356,20 @@ def pack_prefix(prefix: str | os.PathLike, root: str | os.PathLike, transform: I
                 **options: object) -> list[PackResult]:
     """Pack every ``.lst`` matching ``prefix`` (see :func:`find_prefix_lists`), each beside its ``.lst``.
 
-    ``options`` are those of :func:`pack_list`.
+    Parameters
+    ----------
+    prefix
+        ``PREFIX.lst``, ``PREFIX_train.lst``, ... are packed (``mxrec pack PREFIX ROOT``).
+    root
+        The folder the ``.lst`` paths are relative to.
+    transform
+        What to do to each image, as :func:`pack_list`'s.
+    **options
+        Those of :func:`pack_list` (``workers``, ``strict``, ``shard_limit``, ...).
+
+    Returns
+    -------
+    list of PackResult
+        One per ``.lst``.
     """
     return [pack_list(lst, root, None, transform, **options) for lst in find_prefix_lists(prefix)]

@@ -215,9 +215,41 @@ def why_no_images(root: str | os.PathLike, recursive: bool, exts: Iterable[str])
 def make_lists(prefix: str | os.PathLike, root: str | os.PathLike, *, recursive: bool = False,
                exts: Iterable[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
                test_ratio: float = 0.0, shuffle: bool = True, seed: int = DEFAULT_SEED) -> list[str]:
-    """im2rec's list mode: walk ``root`` and write the ``.lst`` files and the label file.
+    """im2rec's list mode (``mxrec list``): walk ``root`` and write the ``.lst`` files and the label file.
 
-    Finding no image is an :class:`~mxrec.errors.MxrecError` saying why (:func:`why_no_images`); nothing is written.
+    Parameters
+    ----------
+    prefix
+        Where the lists go: ``PREFIX.lst``, or with a split or chunks
+        ``PREFIX_train.lst``, ``PREFIX_1_val.lst``, ... (:func:`split_list`);
+        ``PREFIX.labels`` names the classes (``label<TAB>folder``).
+    root
+        The image folder: one class per sub-folder with ``recursive``.
+    recursive
+        Walk sub-folders, one label per folder (else every image has label 0).
+    exts
+        The image file extensions taken.
+    chunks
+        Split the list into this many chunks.
+    train_ratio, test_ratio
+        Fractions of the images for the train and test lists (the rest: val).
+    shuffle
+        Shuffle the images (with im2rec's ``random.seed``).
+    seed
+        The shuffle's seed (im2rec's is 100).
+
+    Returns
+    -------
+    list of str
+        The ``.lst`` files written.
+
+    Raises
+    ------
+    MxrecError
+        No image was found (the message says why, :func:`why_no_images`);
+        nothing is written.
+    OptionError
+        A ratio outside ``0..1`` or ``chunks < 1``.
     """
     split_list([], chunks, train_ratio, test_ratio)  # reject bad options before walking a large tree
     exts = list(exts)
