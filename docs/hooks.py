@@ -4,19 +4,22 @@
   ``docs/guide/x.md``; on the site the page sits in ``docs/``, so those links lose the ``docs/`` prefix here.
 * Docstrings use Sphinx roles (``:class:`~mxrec.io.reader.RecordReader```), which Sphinx and IDEs understand;
   mkdocstrings shows them as text. Here each becomes a cross-reference that mkdocs-autorefs resolves to its API
-  page (``optional``: a name it cannot find stays plain code, without a warning).
+  page (``optional``: a name it cannot find stays plain code, without a warning). A name relative to its module
+  (``:class:`BatchPipeline```) is completed when exactly one documented object ends with it.
 """
 
 from __future__ import annotations
 
 import html
 import re
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj):<code>([^<]+)</code>")
 EXPLICIT = re.compile(r"(?s)(.*?)\s*<([\w.]+)>")
+OPTIONAL_REF = re.compile(r'<autoref identifier="([\w.]+)" optional>')
 
 
 def on_page_read_source(page: Any, config: Any) -> str | None:  # mkdocs calls it for every page
@@ -38,3 +41,26 @@ def _reference(match: re.Match) -> str:
 
 def on_page_content(content: str, page: Any, config: Any, files: Any) -> str:
     return ROLE.sub(_reference, content)
+
+
+def on_env(env: Any, config: Any, files: Any) -> Any:
+    """Complete relative names before mkdocs-autorefs (whose ``on_env`` runs later) resolves the references."""
+    autorefs = config.plugins.get("autorefs")
+    known = set(getattr(autorefs, "_primary_url_map", {}))  # the objects documented (mkdocs-autorefs 1.4)
+    by_suffix: dict[str, set[str]] = defaultdict(set)
+    for identifier in known:
+        parts = identifier.split(".")
+        if len(parts) > 2:  # objects in a room; mxrec.X is the same object re-exported
+            for start in range(1, len(parts)):
+                by_suffix[".".join(parts[start:])].add(identifier)
+
+    def complete(match: re.Match) -> str:
+        candidates = by_suffix.get(match[1], set())
+        if match[1] in known or len(candidates) != 1:
+            return match[0]
+        return f'<autoref identifier="{next(iter(candidates))}" optional>'
+
+    for file in files:
+        if file.page is not None and file.page.content:
+            file.page.content = OPTIONAL_REF.sub(complete, file.page.content)
+    return env
