@@ -4,7 +4,9 @@ Every error mxrec raises on bad input derives from :class:`MxrecError`, so
 ``except mxrec.MxrecError`` catches them all. Each also derives from the
 built-in exception that MXNet-era code would have caught for the same fault
 (``ValueError``, ``KeyError``, ...), and each message names the file, the byte
-offset or key, and what was wrong.
+offset or key, and what was wrong. A missing optional dependency is a
+:class:`MissingExtraError`, made by :func:`missing_extra` (or
+:func:`import_extra`) only, so every such message names the extra to install.
 """
 
 from __future__ import annotations
