@@ -37,10 +37,9 @@ _POLL_SECONDS = 0.5  # how often run_reporting asks the tally
 
 def require_ray() -> ModuleType:
     """The ``ray`` module with Ray Data, or :class:`~mxrec.errors.MissingExtraError` naming the extra to install."""
-    # a folder named "ray" on sys.path imports as ray, but has no ray.data
-    import_extra("ray.data", "the Ray engine needs Ray Data, which is not installed", "ray")
-    import ray
-
+    what = "the Ray engine needs Ray Data, which is not installed"
+    ray = import_extra("ray", what, "ray")
+    import_extra("ray.data", what, "ray")  # a folder named "ray" on sys.path imports as ray, but has no ray.data
     return ray
 
 
