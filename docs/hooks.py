@@ -1,5 +1,7 @@
 """mkdocs hooks.
 
+* A page under ``docs/`` that ``mkdocs.yml``'s nav does not list joins the "Guide" section (titled by its first
+  heading), so a new ``docs/<topic>.md`` is on the site without touching ``mkdocs.yml``; list it there to place it.
 * The site's front page is README.md, so the README and the site never disagree. README.md links to the guide as
   ``docs/guide/x.md``; on the site the page sits in ``docs/``, so those links lose the ``docs/`` prefix here.
 * Docstrings use Sphinx roles (``:class:`~mxrec.io.reader.RecordReader```), which Sphinx and IDEs understand;
@@ -20,6 +22,39 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj):<code>([^<]+)</code>")
 EXPLICIT = re.compile(r"(?s)(.*?)\s*<([\w.]+)>")
 OPTIONAL_REF = re.compile(r'<autoref identifier="([\w.]+)" optional>')
+
+
+GUIDE = "Guide"
+
+
+def nav_paths(nav: list) -> list[str]:
+    """Every page path in a nav (a list of strings and ``{title: path or list}`` entries)."""
+    paths = []
+    for entry in nav:
+        for item in entry.values() if isinstance(entry, dict) else [entry]:
+            paths.extend(nav_paths(item) if isinstance(item, list) else [item])
+    return paths
+
+
+def with_unlisted_pages(nav: list, pages: list[str]) -> list:
+    """``nav`` with the ``pages`` it does not list appended to its Guide section (made if missing), in name order."""
+    listed = set(nav_paths(nav))
+    extra = sorted(page for page in pages if page not in listed)
+    if not extra:
+        return nav
+    for entry in nav:
+        if isinstance(entry, dict) and isinstance(entry.get(GUIDE), list):
+            entry[GUIDE].extend(extra)
+            return nav
+    return [*nav, {GUIDE: extra}]
+
+
+def on_config(config: Any) -> Any:
+    docs = Path(config["docs_dir"])
+    if config["nav"] is not None:
+        pages = [p.relative_to(docs).as_posix() for p in docs.rglob("*.md")]
+        config["nav"] = with_unlisted_pages(config["nav"], pages)
+    return config
 
 
 def on_page_read_source(page: Any, config: Any) -> str | None:  # mkdocs calls it for every page
