@@ -1,6 +1,6 @@
 """The docs site holds together: the nav lists pages that exist, a new page joins the Guide by itself, every API
-links lead to pages, and the README keeps the two newcomer commands. (`mkdocs build --strict`, run by .ci/run,
-checks the rendering: broken links and malformed docstrings.)"""
+block names a room that exists, the README's links lead to pages, and the README keeps the two newcomer commands.
+(`mkdocs build --strict`, run by .ci/run, checks the rendering: broken links and malformed docstrings.)"""
 
 from __future__ import annotations
 
