@@ -57,14 +57,29 @@ def _record_facts(reader: RecordReader, position: int) -> tuple[int, list[float]
 def read_face_set(reader: RecordReader, layout: str = "auto") -> FaceSet | None:
     """The faces of an InsightFace set read by ``reader``; ``None`` for a plain dataset.
 
-    ``layout``: ``"auto"`` (an InsightFace set when the record under key 0 is
-    a header record), ``"insightface"`` (it must be: a
-    :class:`~mxrec.errors.LayoutError` otherwise) or ``"plain"`` (always
-    ``None``). The layout needs the integer ``.idx`` keys (InsightFace always
-    ships an ``.idx``): without one a set is plain. An inconsistent layout (a
-    face or identity record missing, ranges that leave faces out or overlap)
-    raises :class:`~mxrec.errors.LayoutError` naming the first problem;
-    ``mxrec verify`` lists them all.
+    The layout needs the integer ``.idx`` keys (InsightFace always ships an
+    ``.idx``): without one a set is plain.
+
+    Parameters
+    ----------
+    reader
+        An open dataset (:func:`~mxrec.io.shardset.open_dataset`).
+    layout
+        ``"auto"`` (an InsightFace set when the record under key 0 is a header
+        record), ``"insightface"`` (it must be one) or ``"plain"`` (always
+        ``None``).
+
+    Returns
+    -------
+    FaceSet or None
+        The faces' reader positions and identities, or ``None``.
+
+    Raises
+    ------
+    LayoutError
+        An inconsistent layout (a face or identity record missing, ranges that
+        leave faces out or overlap), naming the first problem (``mxrec verify``
+        lists them all); or no face set with ``layout="insightface"``.
     """
     resolve_layout(layout)
     if layout == "plain":

@@ -113,8 +113,29 @@ def _reduced_flag(color: int, factor: int) -> int:
 class ImageTransform:
     """im2rec's pack options for one image; :meth:`apply` turns file bytes into record bytes.
 
-    ``fast`` is not an im2rec option: faster JPEG decoding whose pixels differ
-    slightly from im2rec's (see the module doc for how much).
+    Parameters
+    ----------
+    resize
+        Scale the shorter side to this (0: keep the size).
+    center_crop
+        Crop the central square first.
+    color
+        ``cv2.imread``'s flag: ``1`` colour, ``0`` grey, ``-1`` as stored.
+    encoding
+        ``".jpg"`` or ``".png"``.
+    quality
+        JPEG quality 1-100 (default 95) or PNG compression level 0-9
+        (default 9).
+    pass_through
+        Store the file's bytes untouched (nothing else applies).
+    fast
+        Not an im2rec option: faster JPEG decoding whose pixels differ slightly
+        from im2rec's (see the module doc for how much).
+
+    Raises
+    ------
+    OptionError
+        A value outside its range.
     """
 
     resize: int = 0

@@ -41,13 +41,27 @@ class VerificationSet:
 
 
 def load_verification_set(path: str | os.PathLike, image_size: tuple[int, int] | None = None) -> VerificationSet:
-    """Read and decode an InsightFace verification set (see the module doc).
+    """Read and decode an InsightFace verification set (``lfw.bin``, ...; see the module doc).
 
-    ``image_size`` ``(height, width)``: resize every image to it (bilinear, as
-    ``load_bin``'s ``mx.image.imresize``); by default the images are kept as
-    they are and must all have one size (112x112 in InsightFace's sets).
-    Raises :class:`~mxrec.errors.VerificationSetError` naming the file (and
-    the image) for anything malformed or not allowed.
+    Parameters
+    ----------
+    path
+        The ``.bin`` file.
+    image_size
+        ``(height, width)``: resize every image to it (bilinear, as
+        ``load_bin``'s ``mx.image.imresize``); by default the images are kept as
+        they are and must all have one size (112x112 in InsightFace's sets).
+
+    Returns
+    -------
+    VerificationSet
+        ``images`` (N, H, W, 3) ``uint8`` RGB and ``issame`` (N // 2,): pairs
+        are images ``2k`` and ``2k + 1``.
+
+    Raises
+    ------
+    VerificationSetError
+        Anything malformed or not allowed, naming the file (and the image).
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
