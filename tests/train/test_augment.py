@@ -1,4 +1,4 @@
-"""Image operations and MXNet's default augmenter (mxrec.augment)."""
+"""Image operations and MXNet's default augmenter (mxrec.train.augment)."""
 
 from __future__ import annotations
 

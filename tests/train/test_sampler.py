@@ -1,4 +1,4 @@
-"""Epoch order, sharding and last-batch policies (mxrec.sampler)."""
+"""Epoch order, sharding and last-batch policies (mxrec.train.sampler)."""
 
 from __future__ import annotations
 
