@@ -48,7 +48,13 @@ IMAGENET_STD_RGB = (58.395, 57.12, 57.375)
 # -- transform objects ---------------------------------------------------------------------
 
 class Transform:
-    """Base class: ``t(img, rng=None)``; random subclasses draw from ``rng`` or from their own stream."""
+    """Base class: ``t(img, rng=None)``; random subclasses draw from ``rng`` or from their own stream.
+    Parameters
+    ----------
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, seed: int | None = None) -> None:
         self._stream = SampleRandom(entropy() if seed is None else seed)
@@ -65,7 +71,15 @@ class Transform:
 
 
 class SequentialAug(Transform):
-    """Apply ``transforms`` one after the other."""
+    """Apply ``transforms`` one after the other.
+    Parameters
+    ----------
+    transforms
+        The transforms (callables; :class:`Transform` s get the random stream).
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, transforms: Sequence[Callable], seed: int | None = None) -> None:
         super().__init__(seed)
@@ -89,7 +103,17 @@ class RandomOrderAug(SequentialAug):
 
 
 class ResizeAug(Transform):
-    """Scale the shorter side to ``size``."""
+    """Scale the shorter side to ``size``.
+    Parameters
+    ----------
+    size
+        The shorter side's new length.
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, size: int, interp: int = INTER_CUBIC, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -100,7 +124,17 @@ class ResizeAug(Transform):
 
 
 class ForceResizeAug(Transform):
-    """Resize to ``size`` (w, h) whatever the aspect ratio."""
+    """Resize to ``size`` (w, h) whatever the aspect ratio.
+    Parameters
+    ----------
+    size
+        ``(width, height)`` of the output.
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, size: Size, interp: int = INTER_CUBIC, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -126,13 +160,38 @@ class _CropAug(Transform):
 
 
 class RandomCropAug(_CropAug):
-    """A random crop of ``size`` (w, h)."""
+    """A random crop of ``size`` (w, h).
+
+    Parameters
+    ----------
+    size
+        ``(width, height)`` of the crop (scaled down to fit a smaller image, then resized back up).
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     crop_op = staticmethod(random_crop)
 
 
 class RandomSizedCropAug(Transform):
-    """A crop of random area and aspect ratio, resized to ``size`` (w, h)."""
+    """A crop of random area and aspect ratio, resized to ``size`` (w, h).
+    Parameters
+    ----------
+    size
+        ``(width, height)`` of the output.
+    area
+        Range of the crop's area as a fraction of the image's (a number: from it to 1).
+    ratio
+        Range of the crop's aspect ratio (width / height).
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, size: Size, area: float | tuple[float, float], ratio: tuple[float, float],
                  interp: int = INTER_CUBIC, seed: int | None = None) -> None:
@@ -144,13 +203,32 @@ class RandomSizedCropAug(Transform):
 
 
 class CenterCropAug(_CropAug):
-    """The centred crop of ``size`` (w, h)."""
+    """The centred crop of ``size`` (w, h).
+
+    Parameters
+    ----------
+    size
+        ``(width, height)`` of the crop (scaled down to fit a smaller image, then resized back up).
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     crop_op = staticmethod(center_crop)
 
 
 class HorizontalFlipAug(Transform):
-    """Flip left-right with probability ``p``."""
+    """Flip left-right with probability ``p``.
+    Parameters
+    ----------
+    p
+        The probability of a flip.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, p: float = 0.5, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -161,7 +239,12 @@ class HorizontalFlipAug(Transform):
 
 
 class CastAug(Transform):
-    """Convert to ``typ`` (float32 by default)."""
+    """Convert to ``typ`` (float32 by default).
+    Parameters
+    ----------
+    typ
+        The numpy type name.
+    """
 
     def __init__(self, typ: str = "float32") -> None:
         super().__init__(0)
@@ -192,7 +275,16 @@ class _JitterAug(Transform):
 
 
 class BrightnessJitterAug(_JitterAug):
-    """Multiply by ``1 + U(-brightness, brightness)``."""
+    """Multiply by ``1 + U(-brightness, brightness)``.
+
+    Parameters
+    ----------
+    amount
+        The jitter strength (MXNet's ``brightness``, kept under that name).
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     amount_name = "brightness"
 
@@ -201,7 +293,16 @@ class BrightnessJitterAug(_JitterAug):
 
 
 class ContrastJitterAug(_JitterAug):
-    """Blend with the image's mean luma: ``alpha * img + (1 - alpha) * mean_grey``, ``alpha = 1 + U(-c, c)``."""
+    """Blend with the image's mean luma: ``alpha * img + (1 - alpha) * mean_grey``, ``alpha = 1 + U(-c, c)``.
+
+    Parameters
+    ----------
+    amount
+        The jitter strength (MXNet's ``contrast``, kept under that name).
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     amount_name = "contrast"
 
@@ -211,7 +312,16 @@ class ContrastJitterAug(_JitterAug):
 
 
 class SaturationJitterAug(_JitterAug):
-    """Blend each pixel with its luma: ``alpha * img + (1 - alpha) * grey``, ``alpha = 1 + U(-s, s)``."""
+    """Blend each pixel with its luma: ``alpha * img + (1 - alpha) * grey``, ``alpha = 1 + U(-s, s)``.
+
+    Parameters
+    ----------
+    amount
+        The jitter strength (MXNet's ``saturation``, kept under that name).
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     amount_name = "saturation"
 
@@ -221,7 +331,15 @@ class SaturationJitterAug(_JitterAug):
 
 
 class HueJitterAug(Transform):
-    """Rotate the hue by ``U(-hue, hue)`` half-turns in YIQ space (a linear approximation, as MXNet)."""
+    """Rotate the hue by ``U(-hue, hue)`` half-turns in YIQ space (a linear approximation, as MXNet).
+    Parameters
+    ----------
+    hue
+        The largest rotation.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, hue: float, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -236,7 +354,19 @@ class HueJitterAug(Transform):
 
 
 class ColorJitterAug(RandomOrderAug):
-    """Brightness, contrast and saturation jitter (those not 0), in random order."""
+    """Brightness, contrast and saturation jitter (those not 0), in random order.
+    Parameters
+    ----------
+    brightness
+        Brightness jitter strength (0: off).
+    contrast
+        Contrast jitter strength (0: off).
+    saturation
+        Saturation jitter strength (0: off).
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, brightness: float, contrast: float, saturation: float, seed: int | None = None) -> None:
         jitters = [cls(v) for cls, v in ((BrightnessJitterAug, brightness), (ContrastJitterAug, contrast),
@@ -245,7 +375,15 @@ class ColorJitterAug(RandomOrderAug):
 
 
 class LightingAug(Transform):
-    """AlexNet PCA lighting noise: add ``eigvec @ (alpha * eigval)``, ``alpha ~ N(0, alphastd)`` per component."""
+    """AlexNet PCA lighting noise: add ``eigvec @ (alpha * eigval)``, ``alpha ~ N(0, alphastd)`` per component.
+    Parameters
+    ----------
+    alphastd
+        Standard deviation of the noise per principal component.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, alphastd: float, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -257,7 +395,15 @@ class LightingAug(Transform):
 
 
 class RandomGrayAug(Transform):
-    """With probability ``p``, replace every channel by the grey mix ``0.21 R + 0.72 G + 0.07 B``."""
+    """With probability ``p``, replace every channel by the grey mix ``0.21 R + 0.72 G + 0.07 B``.
+    Parameters
+    ----------
+    p
+        The probability of greying.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __init__(self, p: float, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -270,7 +416,14 @@ class RandomGrayAug(Transform):
 
 
 class ColorNormalizeAug(Transform):
-    """``(img - mean) / std`` per channel (either may be ``None``) on HWC images."""
+    """``(img - mean) / std`` per channel (either may be ``None``) on HWC images.
+    Parameters
+    ----------
+    mean
+        Per-channel means, or ``None``.
+    std
+        Per-channel standard deviations, or ``None``.
+    """
 
     def __init__(self, mean: Sequence[float] | None, std: Sequence[float] | None) -> None:
         super().__init__(0)
