@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, default_shuffle_block, epoch_order

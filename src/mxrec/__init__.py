@@ -17,10 +17,12 @@ Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.tor
 """
 
 from mxrec import recordio
+from mxrec.datasets.face_set import FaceSet, read_face_set
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.doctor.preview import contact_sheet
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.stats import dataset_stats
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import (
     DuplicateKeyError,
     HeaderError,
@@ -42,16 +44,14 @@ from mxrec.errors import (
 )
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
-from mxrec.io.insightface import FaceSet, read_face_set
-from mxrec.io.reader import RecordReader
-from mxrec.io.shardset import ShardSetReader, open_dataset
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records
 from mxrec.packing.job import pack_list, pack_prefix
 from mxrec.packing.make_lists import make_lists, read_labelled_csv
 from mxrec.packing.prepare import ImageTransform
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
-from mxrec.train.verification import VerificationSet, load_verification_set
+from mxrec.train.face_pairs import VerificationSet, load_verification_set
 
 __version__ = "0.1.0"
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from mxrec.errors import IndexFileError, RecordFormatError, RemoteNotFoundError
-from mxrec.io.cache import BlockCache, parse_bytes
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.remote_reader import NoIndexWarning, RemoteRecordReader, record_ends
-from mxrec.io.source import coalesce
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.block_cache import BlockCache, parse_bytes
+from mxrec.storage.remote_file import coalesce
 
 MAGIC = b"\x0a\x23\xd7\xce"
 

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.errors import ManifestError, RemoteAccessError, RemoteError, RemoteNotFoundError
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
-from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.sampler import BatchSampler

@@ -9,7 +9,7 @@ naming rule) is :mod:`mxrec.format.idx`; this module does the file I/O.
   callers that carry on without one (the doctor, repair) and want the error.
 * :func:`scan_index` / :func:`build_index` rebuild a lost or broken ``.idx``.
 
-Every path may be a URL (:mod:`mxrec.io.filesystem`); an ``.idx`` written to
+Every path may be a URL (:mod:`mxrec.storage.filesystem`); an ``.idx`` written to
 one is uploaded whole when complete.
 """
 
@@ -38,9 +38,9 @@ from mxrec.format.idx import (
     parse_index,
     parse_int_lines,
 )
-from mxrec.io.atomic import atomic_open
-from mxrec.io.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
-from mxrec.io.mapping import mapped
+from mxrec.storage.atomic import atomic_open
+from mxrec.storage.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
+from mxrec.storage.memory_map import mapped
 
 KEY_SOURCES = ("auto", "position", "id")
 T = TypeVar("T")
@@ -138,7 +138,7 @@ def try_read_index(path: str | os.PathLike, key_type: KeyType = int,
 
 def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int],
                 storage_options: StorageOptions = None) -> None:
-    """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`), a block of lines at a time."""
+    """Write an ``.idx`` file atomically (see :mod:`mxrec.storage.atomic`), a block of lines at a time."""
     key_blocks = (keys[i:i + _FORMAT_BLOCK] for i in range(0, len(keys), _FORMAT_BLOCK)) if isinstance(
         keys, (IntKeys, list, range)) else _blocks(iter(keys))
     offset_blocks = (offsets[i:i + _FORMAT_BLOCK] for i in range(0, len(offsets), _FORMAT_BLOCK)) if isinstance(

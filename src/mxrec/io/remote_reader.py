@@ -8,7 +8,7 @@ extent runs from its offset to the next larger offset in the index (the end
 of the file for the last), so a record is fetched with exactly its bytes.
 
 * ``read_batch(positions)`` fetches every record of the batch with coalesced
-  ranged reads (:class:`~mxrec.io.source.RemoteFile`): records that lie close
+  ranged reads (:class:`~mxrec.storage.remote_file.RemoteFile`): records that lie close
   together, as in a block-shuffled epoch, arrive in one request.
 * iterating reads the file front to back in large ranged reads.
 * ``reader[i]`` is one ranged read (use ``read_batch`` for many records).
@@ -35,11 +35,11 @@ import numpy as np
 from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RemoteNotFoundError, TruncatedRecordError
 from mxrec.format import framing
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
-from mxrec.io.cache import BlockCache
-from mxrec.io.filesystem import StorageOptions, is_url, read_bytes
 from mxrec.io.keys import KeyStore
-from mxrec.io.reader import RecordReader, check_offset_range
-from mxrec.io.source import RemoteFile
+from mxrec.io.local_reader import RecordReader, check_offset_range
+from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.filesystem import StorageOptions, is_url, read_bytes
+from mxrec.storage.remote_file import RemoteFile
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
 
@@ -66,7 +66,7 @@ class RemoteRecordReader(RecordReader):
     """A remote ``.rec`` (see the module docstring); made by ``RecordReader(url, ...)``.
 
     ``storage_options`` go to fsspec; ``cache_dir`` (or ``$MXREC_CACHE_DIR``)
-    keeps fetched blocks on local disk (:mod:`mxrec.io.cache`); ``size`` and
+    keeps fetched blocks on local disk (:mod:`mxrec.storage.block_cache`); ``size`` and
     ``version`` save the request that would ask for them.
     """
 

@@ -38,7 +38,7 @@ from ray.data.block import BlockAccessor
 from mxrec.errors import ImageDecodeError, ParameterError
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.packing.prepare import ImageTransform
-from mxrec.ray.source import image_column
+from mxrec.ray.datasource import image_column
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM, check_names, data_shape_of
 from mxrec.train.normalize import NormalizeParams, SlotWriter

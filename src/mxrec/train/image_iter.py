@@ -8,14 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.face_set import check_layout_name, read_face_set
+from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.io.filesystem import StorageOptions, is_url, join, read_bytes
-from mxrec.io.insightface import check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.shardset import open_dataset
-from mxrec.io.subset import RecordSubset
+from mxrec.storage.filesystem import StorageOptions, is_url, join, read_bytes
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
@@ -47,7 +47,7 @@ class ImageIter(BatchIter):
     additions. ``layout`` is :class:`~mxrec.train.record_iter.ImageRecordIter`'s:
     an InsightFace face set in ``path_imgrec`` is read as its face records
     only, labelled with their identity. Every path may be a URL and
-    ``path_imgrec`` a shard set (:func:`mxrec.io.shardset.open_dataset`).
+    ``path_imgrec`` a shard set (:func:`mxrec.datasets.shard_set.open_dataset`).
 
     Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
     Python's global ``random``); ``num_parts`` ranks take turns in one global

@@ -6,14 +6,14 @@ sits between them: :meth:`BatchPrefetcher.plans` passes the batch plans
 through to the pipeline and, as the pipeline takes each plan (up to its
 ``prefetch`` batches ahead), starts one ``reader.read_batch`` of all the plan's
 records on a small thread pool -- coalesced ranged reads, see
-:mod:`mxrec.io.source`. :meth:`BatchPrefetcher.payload` then hands each
+:mod:`mxrec.storage.remote_file`. :meth:`BatchPrefetcher.payload` then hands each
 sample its bytes, waiting for that fetch if it is still running. Records are
 dropped once every slot that asked for them has been served, or by
 :meth:`BatchPrefetcher.clear` when the iterator restarts.
 
 :func:`read_ahead_window` gives a remote reader that is read in a
 block-shuffled order an in-memory window of file blocks
-(:class:`~mxrec.io.cache.MemoryBlocks`), unless it already has a disk cache:
+(:class:`~mxrec.storage.block_cache.MemoryBlocks`), unless it already has a disk cache:
 the batches of one shuffle window then share the blocks fetched for the
 first of them, so each block is fetched once per epoch (per process: ranks and
 ``DataLoader`` workers each fetch what they read; a shared ``cache_dir``
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.io.cache import MemoryBlocks
+from mxrec.storage.block_cache import MemoryBlocks
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
 
 MIN_WINDOW_BLOCK = 256 << 10  # the smallest block the read-ahead window fetches

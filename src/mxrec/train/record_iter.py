@@ -11,7 +11,7 @@ threads. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
 is reproducible whatever ``preprocess_threads``.
 
-``path_imgrec`` may be anything :func:`mxrec.io.shardset.open_dataset` opens:
+``path_imgrec`` may be anything :func:`mxrec.datasets.shard_set.open_dataset` opens:
 a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
 manifest, folder). Remote records are fetched a batch at a time, with
 coalesced ranged reads, ahead of decoding (:mod:`mxrec.train.prefetch`).
@@ -28,18 +28,18 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.face_set import FaceSet, check_layout_name, read_face_set
+from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import ListFileError, ParameterError
-from mxrec.io.atomic import atomic_open
-from mxrec.io.insightface import FaceSet, check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.shardset import open_dataset
-from mxrec.io.subset import RecordSubset
+from mxrec.storage.atomic import atomic_open
 from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
-from mxrec.train.loader import RecordSampleLoader
 from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
+from mxrec.train.sample_loader import RecordSampleLoader
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
 
 
@@ -237,7 +237,7 @@ class ImageRecordIter(BatchIter):
 
     @property
     def faces(self) -> FaceSet | None:
-        """The face records read, for an InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`)."""
+        """The face records read, for an InsightFace face set (:func:`~mxrec.datasets.face_set.read_face_set`)."""
         return self._faces
 
     def describe(self, position: int) -> str:

@@ -12,7 +12,7 @@ A dataset may be one ``.rec`` or many shards; :func:`open_dataset` accepts
 * a folder or bucket prefix: its manifest if it holds exactly one, else every
   ``.rec`` in it, sorted,
 
-and returns a :class:`~mxrec.io.reader.RecordReader` (one local file), a
+and returns a :class:`~mxrec.io.local_reader.RecordReader` (one local file), a
 :class:`~mxrec.io.remote_reader.RemoteRecordReader` (one remote file) or a
 :class:`ShardSetReader` -- all with the same interface: ``len``, ``[i]``,
 ``read_batch``, ``keys``, ``position``/``read_key``, ``header``, iteration,
@@ -43,8 +43,9 @@ from mxrec.errors import DuplicateKeyError, ManifestError, RecordFormatError, Re
 from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
-from mxrec.io.cache import BlockCache
-from mxrec.io.filesystem import (
+from mxrec.io.local_reader import KeyedRecords, RecordReader
+from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.filesystem import (
     StorageOptions,
     basename,
     exists,
@@ -57,7 +58,6 @@ from mxrec.io.filesystem import (
     parent,
     read_bytes,
 )
-from mxrec.io.reader import KeyedRecords, RecordReader
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
@@ -146,7 +146,7 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
     """Open a dataset however it is stored (see the module docstring).
 
     ``index`` applies to a single file (an ``.idx`` path, ``True``/``False``/``None``
-    as :class:`~mxrec.io.reader.RecordReader`); for a shard set only ``None``,
+    as :class:`~mxrec.io.local_reader.RecordReader`); for a shard set only ``None``,
     ``True`` or ``False``. ``storage_options`` go to fsspec, ``cache_dir`` (or
     ``$MXREC_CACHE_DIR``) caches remote blocks locally.
     """

@@ -34,10 +34,10 @@ from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFor
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
-from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index, resolve_index
 from mxrec.io.keys import KeyStore
-from mxrec.io.mapping import map_file, release
+from mxrec.storage.filesystem import is_url, local_path
+from mxrec.storage.memory_map import map_file, release
 
 _unpack_part_header = framing.PART_HEADER.unpack_from
 _MAGIC = framing.MAGIC

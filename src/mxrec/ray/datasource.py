@@ -1,10 +1,10 @@
 """Reading RecordIO datasets into Ray Data: :func:`read_recordio` and its ``Datasource``, :class:`RecordSource`.
 
-What is read: anything mxrec opens as a dataset (:func:`~mxrec.io.shardset.resolve_dataset`): one ``.rec``
+What is read: anything mxrec opens as a dataset (:func:`~mxrec.datasets.shard_set.resolve_dataset`): one ``.rec``
 or URL, a list, a glob, a brace range, a folder or prefix, a shard manifest (``NAME.manifest.json``), or
 the ``.rec`` name a sharded pack was given.
 Rows are the records in dataset order (shard by shard, ``.idx`` order within a shard, as
-:class:`~mxrec.io.reader.RecordReader` gives them):
+:class:`~mxrec.io.local_reader.RecordReader` gives them):
 
 ===========  ===================================================================================
 ``key``      the ``.idx`` key (``int64``; ``uint64`` when a key needs it; ``string`` with ``key_type=str``),
@@ -29,7 +29,7 @@ read tasks is ``override_num_blocks`` (or Ray's choice from the data size); each
 most ``DataContext.target_max_block_size`` bytes of records. Row counts come from the ``.idx`` files (or
 a manifest), so ``count()`` is exact without reading a record; only shards with neither are counted by
 reading them. The ``.idx`` files are read once, on the driver, when the dataset is created, and checked
-as :class:`~mxrec.io.reader.RecordReader` checks them (duplicate keys, offsets outside the file).
+as :class:`~mxrec.io.local_reader.RecordReader` checks them (duplicate keys, offsets outside the file).
 
 Local paths must be visible to every node (a shared file system); URLs (``s3://``, ``gs://``, ``http://``,
 ...) are read by each task for itself: one ranged request for its records (a whole file without an
@@ -47,24 +47,24 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import ray
 from ray.data import Dataset
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
 
+import ray
+from mxrec.datasets.shard_set import Shard, resolve_dataset
 from mxrec.errors import HeaderError, ManifestError, ParameterError, RecordFormatError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.io.filesystem import StorageOptions, is_url
 from mxrec.io.index import resolve_index
-from mxrec.io.mapping import mapped
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.remote_reader import record_ends
-from mxrec.io.shardset import Shard, resolve_dataset
-from mxrec.io.source import RemoteFile
+from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.memory_map import mapped
+from mxrec.storage.remote_file import RemoteFile
 
 _DEFAULT_BLOCK_BYTES = 128 << 20  # Ray Data's default target_max_block_size
 _INT64_MAX = 2**63 - 1
@@ -73,7 +73,7 @@ _INT64_MAX = 2**63 - 1
 def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike],
                    storage_options: StorageOptions = None) -> tuple[list[Shard], str | None]:
     """The shards ``paths`` names, in dataset order, and their manifest, if any, through mxrec's one dataset
-    resolver (:func:`~mxrec.io.shardset.resolve_dataset`: a ``.rec`` or URL, a list, a glob, a brace range, a
+    resolver (:func:`~mxrec.datasets.shard_set.resolve_dataset`: a ``.rec`` or URL, a list, a glob, a brace range, a
     manifest, a folder or prefix). Local paths are made absolute (workers do not share the driver's folder),
     and each shard's ``idx`` is the ``.idx`` it has, or None when it has none."""
     shards, manifest = resolve_dataset(paths, storage_options)

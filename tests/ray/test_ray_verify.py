@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.verify_dataset import verify_dataset
 from testkit import SRC
 from testkit.datasets import NUM_CLASSES, make_clean_dataset, make_faulty_dataset
 

@@ -24,7 +24,7 @@ output path names:
 An ``OSError`` raised while writing (``ENOSPC`` on a full disk or
 ``/dev/full``, ``EPIPE``) is raised again with the output's name on it.
 
-Remote outputs (a URL, see :mod:`mxrec.io.filesystem`) take their own path,
+Remote outputs (a URL, see :mod:`mxrec.storage.filesystem`) take their own path,
 :class:`RemoteOutput`: the bytes are written to a local spool file (in
 ``$MXREC_SPOOL_DIR`` or the system's temporary folder) and uploaded by
 ``commit``. On object stores (S3, GCS, Azure, memory) an upload becomes
@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import OutputPathError
-from mxrec.io.filesystem import StorageOptions, basename, filesystem, is_url, remote_error
+from mxrec.storage.filesystem import StorageOptions, basename, filesystem, is_url, remote_error
 
 PARTIAL_SUFFIX = ".partial"
 

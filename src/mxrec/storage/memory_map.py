@@ -15,7 +15,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 
-from mxrec.io.filesystem import StorageOptions, is_url, local_path
+from mxrec.storage.filesystem import StorageOptions, is_url, local_path
 
 
 def map_file(path: str | os.PathLike) -> mmap.mmap | bytes:
@@ -44,7 +44,7 @@ def mapped(path: str | os.PathLike, storage_options: StorageOptions = None) -> I
         finally:
             release(buf)
         return
-    from mxrec.io.source import RemoteFile
+    from mxrec.storage.remote_file import RemoteFile
 
     remote = RemoteFile(path, storage_options)
     with tempfile.TemporaryFile(prefix="mxrec-copy-", dir=os.environ.get("MXREC_SPOOL_DIR") or None) as f:

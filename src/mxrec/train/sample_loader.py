@@ -1,7 +1,7 @@
 """One record into its batch slot: ``ImageRecordIter``'s per-sample work, reusable on its own.
 
 :class:`RecordSampleLoader` reads record ``position`` of a reader
-(:func:`~mxrec.io.shardset.open_dataset`'s, or a face set's faces), writes its label(s), decodes its image
+(:func:`~mxrec.datasets.shard_set.open_dataset`'s, or a face set's faces), writes its label(s), decodes its image
 (into a per-thread reused buffer), runs MXNet's default augmenter
 (:class:`~mxrec.train.augment.DefaultAugmenter`) and writes the result,
 mirrored and normalised (:class:`~mxrec.train.normalize.SlotWriter`), into a
@@ -25,7 +25,7 @@ import numpy as np
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import DecodeBuffers, decode_pixels
-from mxrec.io.reader import KeyedRecords
+from mxrec.io.local_reader import KeyedRecords
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM
 from mxrec.train.normalize import NormalizeParams, SlotWriter

@@ -14,7 +14,7 @@
   as tensors sharing its buffers (no copy) -- the fast path.
 * :class:`VerificationDataset`: an InsightFace verification set (``lfw.bin``), image by image.
 
-Datasets open anything :func:`mxrec.io.shardset.open_dataset` does: a local or
+Datasets open anything :func:`mxrec.datasets.shard_set.open_dataset` does: a local or
 remote ``.rec`` (``s3://...``, with ``storage_options`` and ``cache_dir``), a
 shard set. Map-style datasets define ``__getitems__``, so a ``DataLoader``
 fetches each batch of a remote dataset with coalesced ranged reads.
@@ -56,12 +56,15 @@ Labels: ``label_dtype="float32"`` (default, as Gluon) or ``"int64"`` (class ids
 for ``CrossEntropyLoss``; a label that is not a whole number is an error).
 
 InsightFace face sets (``layout="auto"``, the default, as the iterators): the
-image datasets read the face records only (:func:`mxrec.io.insightface.read_face_set`),
+image datasets read the face records only (:func:`mxrec.datasets.face_set.read_face_set`),
 each labelled with its identity; ``layout="plain"`` reads every record.
 
 All of them work with ``DataLoader(num_workers > 0)`` under ``fork`` and
 ``spawn``: a reader pickles to its path and index and opens the file again,
 lazily, in the worker; no open remote connection is ever pickled.
+
+May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`,
+:mod:`mxrec.datasets`, :mod:`mxrec.image`, :mod:`mxrec.transforms`, :mod:`mxrec.train` (and PyTorch).
 """
 
 from __future__ import annotations
@@ -74,28 +77,29 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.face_set import read_face_set
+from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import HeaderError, ImageDecodeError, MxrecError, ParameterError
 from mxrec.format.header import label_array, unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.io.filesystem import StorageOptions
-from mxrec.io.insightface import read_face_set
-from mxrec.io.shardset import open_dataset
-from mxrec.io.subset import RecordSubset
+from mxrec.storage.filesystem import StorageOptions
 from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import check_names, data_shape_of
-from mxrec.train.loader import RecordSampleLoader
+from mxrec.train.face_pairs import load_verification_set
 from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BrokenRecordWarning, OnBroken
 from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.record_iter import shuffle_block_for
+from mxrec.train.sample_loader import RecordSampleLoader
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
-from mxrec.train.verification import load_verification_set
 from mxrec.transforms.augmenters import Transform
 from mxrec.transforms.rng import SampleRandom
 
 try:
-    import torch
     from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
+
+    import torch
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MxrecError(f"mxrec.torch needs PyTorch: pip install 'mxrec[torch]' ({exc})") from None
 
@@ -230,7 +234,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
     parameters (``data_shape`` required; ``random_resized_crop``,
     ``min_random_area``, ``rand_mirror``, ``mean_r``, ``std_r``, ...,
     ``label_width``), done as :class:`~mxrec.train.record_iter.ImageRecordIter`
-    does them (:class:`~mxrec.train.loader.RecordSampleLoader`), into ``dtype``
+    does them (:class:`~mxrec.train.sample_loader.RecordSampleLoader`), into ``dtype``
     (``float32``, ``uint8``, ...) CHW tensors; ``transform`` does not apply.
     Then a ``DataLoader`` batch is made whole by one worker, straight into a
     tensor in shared memory, with no per-sample arrays and no collate copy:
@@ -542,7 +546,7 @@ def torch_batches(batches: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor, in
 class VerificationDataset(Dataset):
     """An InsightFace verification set (``lfw.bin``, ...): ``ds[i]`` is image ``i``, through ``transform`` if given.
 
-    Images are HWC RGB ``uint8`` (:func:`mxrec.train.verification.load_verification_set`,
+    Images are HWC RGB ``uint8`` (:func:`mxrec.train.face_pairs.load_verification_set`,
     which unpickles safely); images ``2k`` and ``2k + 1`` form pair ``k`` and
     ``ds.issame[k]`` (a bool tensor) says whether they show one person. Keep
     ``DataLoader(shuffle=False)`` so the embeddings come back in pair order.

@@ -51,9 +51,9 @@ from mxrec.doctor.contents import find_face_layout, looks_like_image_dataset, of
 from mxrec.doctor.report import Check, Report
 from mxrec.format.idx import KeyType
 from mxrec.format.insightface import resolve_layout
-from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index
-from mxrec.io.mapping import mapped
+from mxrec.storage.filesystem import StorageOptions
+from mxrec.storage.memory_map import mapped
 
 __all__ = ["Report", "verify_dataset", "verify_recordio"]
 

@@ -7,10 +7,10 @@ import pickle
 
 import pytest
 
+from mxrec.datasets.shard_set import ShardSetReader, expand_braces, open_dataset
 from mxrec.errors import DuplicateKeyError, ManifestError, RecordKeyError
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
-from mxrec.io.shardset import ShardSetReader, expand_braces, open_dataset
 from mxrec.io.writer import RecordWriter
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from mxrec import RecordWriter
 from mxrec.errors import OutputPathError
-from mxrec.io.atomic import PARTIAL_SUFFIX, atomic_open, atomic_path
 from mxrec.io.index import write_index
 from mxrec.io.lists import write_label_names
+from mxrec.storage.atomic import PARTIAL_SUFFIX, atomic_open, atomic_path
 
 
 def partials(*folders) -> list:

@@ -7,8 +7,8 @@ import pickle
 import pytest
 
 from mxrec import RecordReader, RecordWriter
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import RecordKeyError
-from mxrec.io.subset import RecordSubset
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ The layout itself is described (and checked) in :mod:`mxrec.format.insightface`.
 
 :func:`read_face_set` is what every reader of training samples asks
 (``ImageRecordIter``, ``ImageIter``, the PyTorch datasets): given a
-:class:`~mxrec.io.reader.RecordReader` it returns the positions of the face
+:class:`~mxrec.io.local_reader.RecordReader` it returns the positions of the face
 records in key order and the identity of each, or ``None`` for a plain
 dataset. It reads the header record (key 0) and the identity records only, a
 few thousand to a few hundred thousand small records, never the faces.
@@ -21,7 +21,7 @@ import numpy as np
 from mxrec.errors import HeaderError, LayoutError, ParameterError
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, key_range, layout_problems, resolve_layout
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 
 
 @dataclass(frozen=True)

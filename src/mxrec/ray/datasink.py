@@ -45,7 +45,6 @@ from ray.data.datasource.datasink import WriteResult
 from mxrec.errors import ManifestError, OptionError, ParameterError
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.manifest import Manifest, manifest_path
-from mxrec.io.filesystem import is_url
 from mxrec.io.shards import (
     ShardedWriter,
     ShardLimit,
@@ -57,6 +56,7 @@ from mxrec.io.shards import (
 )
 from mxrec.io.writer import RecordWriter
 from mxrec.ray.session import task_errors
+from mxrec.storage.filesystem import is_url
 
 Notes = dict[str, Any]  # what a write task reports beyond its shards (see RecordSink.records)
 

@@ -1,6 +1,6 @@
 """``mxrec.ray`` on a real local Ray cluster: ``read_recordio``, ``write_recordio`` and the ``map_batches`` steps.
 
-Reads are compared with :class:`~mxrec.io.reader.RecordReader`, writes byte for byte with files real MXNet
+Reads are compared with :class:`~mxrec.io.local_reader.RecordReader`, writes byte for byte with files real MXNet
 wrote (``tests/data/golden``), the image steps with the local code they wrap.
 """
 
@@ -18,7 +18,7 @@ from mxrec.errors import DuplicateKeyError, MxrecError, ParameterError
 from mxrec.format.header import unpack
 from mxrec.format.manifest import manifest_path
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.io.shards import ShardLimit, read_manifest
 from mxrec.packing.job import pack_list
 from mxrec.packing.prepare import ImageTransform

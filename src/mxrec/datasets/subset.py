@@ -1,7 +1,7 @@
 """Some of a reader's records, read as a dataset of their own: positions ``0..n-1`` are ``positions[0..n-1]``.
 
 The samples of a dataset are not always all of its records: an InsightFace
-face set's samples are its face records (:func:`mxrec.io.insightface.read_face_set`),
+face set's samples are its face records (:func:`mxrec.datasets.face_set.read_face_set`),
 not the header and identity records around them. :class:`RecordSubset` gives
 the iterators, the PyTorch datasets and the samplers one reader whose
 positions are the samples, so none of them needs to know why.
@@ -16,7 +16,7 @@ import numpy as np
 
 from mxrec.errors import RecordKeyError
 from mxrec.format.header import IRHeader
-from mxrec.io.reader import KeyedRecords
+from mxrec.io.local_reader import KeyedRecords
 
 
 class RecordSubset(KeyedRecords):

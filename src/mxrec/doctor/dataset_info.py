@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from mxrec.datasets.face_set import read_face_set, read_property
 from mxrec.doctor.check_recordio import check_index_entries
 from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format import framing
@@ -24,11 +25,10 @@ from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack_header
 from mxrec.format.idx import KeyType
 from mxrec.image.headers import image_shape
 from mxrec.image.signatures import SIGNATURE_BYTES, image_format
-from mxrec.io.filesystem import StorageOptions, is_url
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.insightface import read_face_set, read_property
-from mxrec.io.mapping import mapped
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
+from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.memory_map import mapped
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``mxrec verify --engine ray``: the doctor's per-record work on Ray tasks, the checks as locally.
 
-:func:`~mxrec.doctor.verify.verify_dataset` does three things: it walks the framing (and reads the
+:func:`~mxrec.doctor.verify_dataset.verify_dataset` does three things: it walks the framing (and reads the
 ``.idx``) on the driver, gathers the facts of every intact record (header, labels, image format and
 shape, faults, a SHA-1 of the image bytes; with ``decode`` every image decoded), and runs the checks on
 those facts. The second step is the one that grows with the data: :class:`RayContentScan` does it on
@@ -20,19 +20,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import ray
 
+import ray
 from mxrec.doctor.contents import OffsetKeys, RecordContent, span_contents
 from mxrec.doctor.report import Report
 from mxrec.doctor.sets import ShardSetReport
 from mxrec.doctor.sets import verify as verify_set
 from mxrec.format import framing
 from mxrec.format.idx import KeyType
-from mxrec.io.filesystem import StorageOptions, is_url
-from mxrec.io.mapping import mapped
-from mxrec.io.source import RemoteFile
+from mxrec.ray.datasource import split_ranges
 from mxrec.ray.session import default_tasks, ray_session, task_errors
-from mxrec.ray.source import split_ranges
+from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.memory_map import mapped
+from mxrec.storage.remote_file import RemoteFile
 
 
 def _contents_task(rec_path: str, spans: Sequence[framing.RecordSpan], first: int, keys: list | None,
@@ -93,7 +93,7 @@ def verify_dataset_ray(spec: Any, idx_path: str | os.PathLike | None = None, key
                        **options: Any) -> Report | ShardSetReport:
     """:func:`mxrec.doctor.sets.verify` (one file or a shard set) with the per-record work on a Ray cluster.
 
-    ``options`` are :func:`~mxrec.doctor.verify.verify_dataset`'s; ``address`` names the cluster if this
+    ``options`` are :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``address`` names the cluster if this
     process is not connected yet; ``tasks``: Ray tasks per file scanned (default: 4 per cluster CPU).
     """
     with ray_session(address):

@@ -11,8 +11,8 @@ process. It never reads one record at a time:
   fetched again), transient failures (5xx, dropped connections, timeouts) are
   retried ``retries`` times with exponential back-off, and anything else, or
   a failure that outlasts the retries, raises an error naming the URL and the
-  byte range (:mod:`mxrec.io.filesystem`);
-* with a :class:`~mxrec.io.cache.BlockCache`, reads go through fixed-size
+  byte range (:mod:`mxrec.storage.filesystem`);
+* with a :class:`~mxrec.storage.block_cache.BlockCache`, reads go through fixed-size
   blocks on local disk: cached blocks cost no request, missing neighbours are
   fetched together, so an epoch over cached data makes no request at all.
 
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mxrec.errors import RemoteError
-from mxrec.io.cache import BlockCache
-from mxrec.io.filesystem import ShortReadError, StorageOptions, filesystem, is_transient, remote_error
+from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.filesystem import ShortReadError, StorageOptions, filesystem, is_transient, remote_error
 
 DEFAULT_MAX_GAP = 256 << 10
 DEFAULT_MAX_REQUEST = 64 << 20

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from mxrec.errors import ParameterError
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import RecordReader
 from mxrec.train import ImageRecordIter
 from mxrec.train.augment import AugmentParams
-from mxrec.train.loader import RecordSampleLoader
 from mxrec.train.normalize import NormalizeParams
+from mxrec.train.sample_loader import RecordSampleLoader
 from testkit.iterdata import IM2REC, pack_photos
 
 SHAPE = (3, 40, 40)

@@ -15,7 +15,7 @@ Every path mxrec takes may be a local path, ``file://...``, or an fsspec URL
   back-end raises :class:`~mxrec.errors.MissingExtraError` naming the extra.
   S3 clients are made without botocore's and s3fs's own retries (unless
   ``config_kwargs={"retries": ...}`` is given): mxrec's bounded retries
-  (:mod:`mxrec.io.source`) replace them, where the layers would otherwise
+  (:mod:`mxrec.storage.remote_file`) replace them, where the layers would otherwise
   multiply (measured: 25 requests and 40 s per failed read with s3fs's defaults).
 * :func:`remote_error` turns what a back-end raised into an mxrec error naming
   the URL; :func:`is_transient` says which failures are worth retrying
