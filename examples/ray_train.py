@@ -23,9 +23,10 @@ import socket
 import tempfile
 from pathlib import Path
 
+import ray
+
 import mxrec
 import mxrec.ray as mray
-import ray
 
 PHOTOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden" / "im2rec" / "photos200"
 SHAPE = (3, 32, 32)
@@ -65,9 +66,8 @@ class Rank:
             return host, sock.getsockname()[1]
 
     def join(self, host: str, port: int) -> None:
-        import torch.distributed as dist
-
         import torch
+        import torch.distributed as dist
 
         dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=self.rank, world_size=self.ranks)
         self.model = torch.nn.parallel.DistributedDataParallel(self.model)

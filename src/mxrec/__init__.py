@@ -44,7 +44,7 @@ from mxrec.errors import (
 )
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records
 from mxrec.packing.job import pack_list, pack_prefix

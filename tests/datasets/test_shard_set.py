@@ -9,7 +9,7 @@ import pytest
 
 from mxrec.datasets.shard_set import ShardSetReader, expand_braces, open_dataset
 from mxrec.errors import DuplicateKeyError, ManifestError, RecordKeyError
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 
@@ -39,7 +39,7 @@ def test_every_way_to_name_a_set(shard_set, spec):
 def test_a_list_keeps_its_order_and_one_file_stays_a_reader(shard_set):
     dataset = open_dataset([shard_set / "train_00001.rec", shard_set / "train_00000.rec"])
     assert len(dataset) == 60 and dataset[0] == b"record 30" and dataset[30] == b"record 0"
-    assert isinstance(open_dataset(shard_set / "train_00000.rec"), RecordReader)
+    assert isinstance(open_dataset(shard_set / "train_00000.rec"), LocalRecordReader)
 
 
 def test_manifest_disagreements_name_the_shard(shard_set):

@@ -12,7 +12,7 @@ from mxrec.doctor.verify_dataset import verify_recordio
 from mxrec.errors import MxrecError
 from mxrec.format import framing
 from mxrec.io.index import read_index
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from testkit.datasets import make_clean_dataset, make_faulty_dataset
 
 

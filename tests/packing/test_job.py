@@ -12,7 +12,7 @@ from mxrec.errors import ListFileError, PackError, UnsafePathError
 from mxrec.format.header import unpack
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths
 from mxrec.packing.job import pack_list, pack_prefix, record_label
 from mxrec.packing.prepare import ImageTransform

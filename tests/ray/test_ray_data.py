@@ -18,7 +18,7 @@ from mxrec.errors import DuplicateKeyError, MxrecError, ParameterError
 from mxrec.format.header import unpack
 from mxrec.format.manifest import manifest_path
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardLimit, read_manifest
 from mxrec.packing.job import pack_list
 from mxrec.packing.prepare import ImageTransform

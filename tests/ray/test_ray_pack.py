@@ -23,7 +23,7 @@ import pytest
 from mxrec.errors import PackError
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardLimit, read_manifest
 from mxrec.packing.job import pack_list
 from mxrec.packing.prepare import ImageTransform

@@ -313,9 +313,8 @@ def test_webhdfs_data_proxy(tmp_path: Path) -> None:
 
 def allreduce_rank(rank: int, world_size: int, scale: int = 1) -> dict[str, Any]:
     """Runs in each rank's own process (loaded from this file): one gloo all_reduce, and what the rank listens on."""
-    import torch.distributed as dist
-
     import torch
+    import torch.distributed as dist
 
     tensor = torch.tensor([float(scale * (rank + 1))])
     dist.all_reduce(tensor)

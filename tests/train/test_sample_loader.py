@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mxrec.errors import ParameterError
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.train import ImageRecordIter
 from mxrec.train.augment import AugmentParams
 from mxrec.train.normalize import NormalizeParams

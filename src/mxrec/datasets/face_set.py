@@ -4,7 +4,7 @@ The layout itself is described (and checked) in :mod:`mxrec.format.insightface`.
 
 :func:`read_face_set` is what every reader of training samples asks
 (``ImageRecordIter``, ``ImageIter``, the PyTorch datasets): given a
-:class:`~mxrec.io.local_reader.RecordReader` it returns the positions of the face
+:class:`~mxrec.io.records.Records` it returns the positions of the face
 records in key order and the identity of each, or ``None`` for a plain
 dataset. It reads the header record (key 0) and the identity records only, a
 few thousand to a few hundred thousand small records, never the faces.
@@ -21,7 +21,7 @@ import numpy as np
 from mxrec.errors import HeaderError, LayoutError, ParameterError
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, key_range, layout_problems, resolve_layout
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.records import Records
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class FaceSet:
         return len(self.positions)
 
 
-def _record_facts(reader: RecordReader, position: int) -> tuple[int, list[float], int] | None:
+def _record_facts(reader: Records, position: int) -> tuple[int, list[float], int] | None:
     """``(flag, labels, image bytes)`` of the record at ``position``; ``None`` if it holds no IRHeader."""
     payload = reader[position]
     try:
@@ -54,7 +54,7 @@ def _record_facts(reader: RecordReader, position: int) -> tuple[int, list[float]
     return header.flag, label_array(header).tolist(), len(payload) - start
 
 
-def read_face_set(reader: RecordReader, layout: str = "auto") -> FaceSet | None:
+def read_face_set(reader: Records, layout: str = "auto") -> FaceSet | None:
     """The faces of an InsightFace set read by ``reader``; ``None`` for a plain dataset.
 
     ``layout``: ``"auto"`` (an InsightFace set when the record under key 0 is
@@ -69,7 +69,7 @@ def read_face_set(reader: RecordReader, layout: str = "auto") -> FaceSet | None:
     resolve_layout(layout)
     if layout == "plain":
         return None
-    index_path = getattr(reader, "index_path", None)  # a shard set has one .idx per shard: never a face set
+    index_path = reader.index_path  # a shard set has one .idx per shard: never a face set
     where = index_path or reader.path
     usable = index_path is not None and all(type(k) is int for k in reader.keys[:1])
     header_at = _first_position(reader.keys, HEADER_KEY) if usable else -1
@@ -109,7 +109,7 @@ def _first_position(keys: Sequence, key: int) -> int:
 class KeyPositions:
     """Reader positions of integer ``.idx`` keys, found by binary search (no dict of millions of keys)."""
 
-    def __init__(self, reader: RecordReader) -> None:
+    def __init__(self, reader: Records) -> None:
         self.keys = np.asarray(reader.keys, dtype=np.int64)
         self._order = np.argsort(self.keys, kind="stable")
         self._sorted = self.keys[self._order]

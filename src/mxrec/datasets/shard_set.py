@@ -12,11 +12,11 @@ A dataset may be one ``.rec`` or many shards; :func:`open_dataset` accepts
 * a folder or bucket prefix: its manifest if it holds exactly one, else every
   ``.rec`` in it, sorted,
 
-and returns a :class:`~mxrec.io.local_reader.RecordReader` (one local file), a
+and returns a :class:`~mxrec.io.local_reader.LocalRecordReader` (one local file), a
 :class:`~mxrec.io.remote_reader.RemoteRecordReader` (one remote file) or a
-:class:`ShardSetReader` -- all with the same interface: ``len``, ``[i]``,
-``read_batch``, ``keys``, ``position``/``read_key``, ``header``, iteration,
-``describe``, pickling to paths and indexes.
+:class:`ShardSetReader` -- all :class:`~mxrec.io.records.Records`: ``len``,
+``fetch``/``[i]``/``read_batch``, ``keys``, ``position``/``read_key``,
+``header``, iteration, ``describe``, pickling to paths and indexes.
 
 In a :class:`ShardSetReader` positions run ``0..N-1`` across the shards in
 shard order. Opened from a manifest, shards are opened lazily, on first use,
@@ -35,7 +35,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -43,8 +43,10 @@ from mxrec.errors import DuplicateKeyError, ManifestError, RecordFormatError, Re
 from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
-from mxrec.io.local_reader import KeyedRecords, RecordReader
-from mxrec.storage.block_cache import BlockCache
+from mxrec.io.opener import RecordReader
+from mxrec.io.records import Records, blocks_of
+from mxrec.io.remote_reader import RemoteRecordReader, read_ahead_blocks, warn_global_shuffle
+from mxrec.storage.block_cache import BlockCache, BlockStore
 from mxrec.storage.filesystem import (
     StorageOptions,
     basename,
@@ -142,7 +144,7 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
 def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
                  storage_options: StorageOptions = None,
-                 cache_dir: str | os.PathLike | BlockCache | None = None) -> Any:
+                 cache_dir: str | os.PathLike | BlockStore | None = None) -> Records:
     """Open a dataset however it is stored (see the module docstring).
 
     ``index`` applies to a single file (an ``.idx`` path, ``True``/``False``/``None``
@@ -171,12 +173,12 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
                           strict=strict, **options)
 
 
-class ShardSetReader(KeyedRecords):
+class ShardSetReader(Records):
     """Several ``.rec`` files read as one dataset, positions running across them in order (see the module docstring)."""
 
     def __init__(self, shards: Sequence[Shard], *, manifest: str | None = None, index: bool | None = None,
                  key_type: KeyType = int, duplicates: Literal["error", "last"] = "error", strict: bool = True,
-                 storage_options: StorageOptions = None, cache_dir: BlockCache | None = None) -> None:
+                 storage_options: StorageOptions = None, cache_dir: BlockStore | None = None) -> None:
         if not shards:
             raise ManifestError(manifest, "a shard set needs at least one shard")
         self.shards = list(shards)
@@ -188,11 +190,12 @@ class ShardSetReader(KeyedRecords):
         self.strict = strict
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
-        self.is_remote = any(is_url(s.rec) for s in self.shards)
-        self._readers: list[Any] = [None] * len(self.shards)
+        self.index_path = None  # one .idx per shard
+        self._remote = any(is_url(s.rec) for s in self.shards)
+        self._readers: list[Records | None] = [None] * len(self.shards)
         self._positions: dict | None = None
         self._keys: list | None = None
-        if manifest is not None and not self.is_remote:
+        if manifest is not None and not self._remote:
             for number, shard in enumerate(self.shards):
                 self._check_local_size(number, shard)
         counts = [s.records for s in self.shards]
@@ -214,13 +217,13 @@ class ShardSetReader(KeyedRecords):
             raise ManifestError(self.manifest, f"{self._where(number)} has {size} bytes, the manifest says "
                                                f"{shard.rec_bytes} (an unfinished or replaced shard)")
 
-    def shard(self, number: int) -> Any:
+    def shard(self, number: int) -> Records:
         """The reader of shard ``number``, opened (and checked against the manifest) on first use."""
         reader = self._readers[number]
         if reader is None:
             shard = self.shards[number]
             extra = {"size": shard.rec_bytes} if is_url(shard.rec) and shard.rec_bytes is not None else {}
-            index: Any = shard.idx if shard.idx is not None else self.index
+            index = shard.idx if shard.idx is not None else self.index
             try:
                 reader = RecordReader(shard.rec, index, self.key_type, duplicates=self.duplicates,
                                       strict=self.strict, storage_options=self.storage_options,
@@ -245,7 +248,8 @@ class ShardSetReader(KeyedRecords):
                 self._check_local_size(number, shard)
                 continue
             reader = self.shard(number)
-            actual = reader.file.stat()["size"]
+            assert isinstance(reader, RemoteRecordReader)
+            actual = reader.stored_size()
             if shard.rec_bytes is not None and actual != shard.rec_bytes:
                 raise ManifestError(self.manifest, f"{self._where(number)} has {actual} bytes, the manifest says "
                                                    f"{shard.rec_bytes} (an unfinished or replaced shard)")
@@ -275,18 +279,18 @@ class ShardSetReader(KeyedRecords):
         number, local = self.locate(position)
         return self.shard(number).view(local)
 
-    def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
-        """The records at ``positions``, in that order (one coalesced batch per shard)."""
+    def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
+        """The records at ``positions``, in that order (one fetch per shard: coalesced when remote)."""
         at = np.asarray(positions, dtype=np.int64)
         total = len(self)
         at = np.where(at < 0, at + total, at)
         if at.size and (at.min() < 0 or at.max() >= total):
             raise IndexError(f"{self.path}: record position out of range for {total} records")
         numbers = np.searchsorted(self.starts, at, side="right") - 1
-        out: list[bytes | None] = [None] * len(at)
+        out: list[bytes | memoryview | None] = [None] * len(at)
         for number in np.unique(numbers).tolist():
             slots = np.flatnonzero(numbers == number)
-            records = self.shard(number).read_batch(at[slots] - self.starts[number])
+            records = self.shard(number).fetch(at[slots] - self.starts[number])
             for slot, record in zip(slots.tolist(), records, strict=True):
                 out[slot] = record
         return out  # type: ignore[return-value]
@@ -334,6 +338,25 @@ class ShardSetReader(KeyedRecords):
     def describe(self, position: int) -> str:
         number, local = self.locate(position)
         return self.shard(number).describe(local)
+
+    def default_shuffle_block(self) -> int:
+        """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""
+        return blocks_of(len(self), self.nbytes) if self._remote else 0
+
+    def read_ahead(self, shuffle_block: int, shuffle_window: int) -> None:
+        """One in-memory window of blocks for every remote shard (those opened later too), unless they have a
+        disk cache; a global shuffle of remote shards warns what it costs."""
+        if not self._remote or not len(self):
+            return
+        if shuffle_block <= 0:
+            warn_global_shuffle(self.path, len(self))
+            return
+        blocks = read_ahead_blocks(shuffle_block, shuffle_window, len(self), self.nbytes)
+        if self.cache_dir is None:
+            self.cache_dir = blocks  # shards opened later read through it too
+        for reader in self._readers:
+            if isinstance(reader, RemoteRecordReader):
+                reader.keep_blocks_in(blocks)
 
     def close(self) -> None:
         for reader in self._readers:

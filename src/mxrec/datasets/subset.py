@@ -10,33 +10,43 @@ positions are the samples, so none of them needs to know why.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
-from mxrec.errors import RecordKeyError
+from mxrec.errors import RecordFormatError, RecordKeyError
 from mxrec.format.header import IRHeader
-from mxrec.io.local_reader import KeyedRecords
+from mxrec.io.records import Records, blocks_of
 
 
-class RecordSubset(KeyedRecords):
-    """The records of ``reader`` at ``positions``, in that order, with the reader's interface.
+class RecordSubset(Records):
+    """The records of ``reader`` at ``positions``, in that order: a :class:`~mxrec.io.records.Records` of its own.
 
-    Attributes the subset does not define (``path``, ``is_remote``,
-    ``nbytes``, ``index_path``, ...) are the reader's. Pickles as the reader
-    does, with the positions.
+    ``path``, ``index_path``, ``damage`` and ``nbytes`` are the reader's.
+    Pickles as the reader does, with the positions.
     """
 
-    def __init__(self, reader: Any, positions: Sequence[int] | np.ndarray) -> None:
+    def __init__(self, reader: Records, positions: Sequence[int] | np.ndarray) -> None:
         self.reader = reader
         self.positions = np.asarray(positions, dtype=np.int64)
         self._keys: list | None = None
         self._by_key: dict | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or "reader" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self.reader, name)
+    @property
+    def path(self) -> str:  # type: ignore[override]
+        return self.reader.path
+
+    @property
+    def index_path(self) -> str | None:  # type: ignore[override]
+        return self.reader.index_path
+
+    @property
+    def damage(self) -> RecordFormatError | None:  # type: ignore[override]
+        return self.reader.damage
+
+    @property
+    def nbytes(self) -> int:
+        """The reader's bytes (the records around the subset's are in the same files)."""
+        return self.reader.nbytes
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -52,8 +62,18 @@ class RecordSubset(KeyedRecords):
     def header(self, position: int) -> IRHeader:
         return self.reader.header(int(self.positions[position]))
 
+    def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
+        return self.reader.fetch(self.positions[np.asarray(positions, dtype=np.int64)])
+
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         return self.reader.read_batch(self.positions[np.asarray(positions, dtype=np.int64)])
+
+    def default_shuffle_block(self) -> int:
+        """The reader's choice, in records of the subset."""
+        return blocks_of(len(self), self.nbytes) if self.reader.default_shuffle_block() else 0
+
+    def read_ahead(self, shuffle_block: int, shuffle_window: int) -> None:
+        self.reader.read_ahead(shuffle_block, shuffle_window)
 
     def describe(self, position: int) -> str:
         return self.reader.describe(int(self.positions[position]))

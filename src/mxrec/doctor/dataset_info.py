@@ -26,7 +26,7 @@ from mxrec.format.idx import KeyType
 from mxrec.image.headers import image_shape
 from mxrec.image.signatures import SIGNATURE_BYTES, image_format
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.storage.filesystem import StorageOptions, is_url
 from mxrec.storage.memory_map import mapped
 

@@ -24,7 +24,7 @@ from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
-from mxrec.io.local_reader import KeyedRecords
+from mxrec.io.records import Records
 from mxrec.storage.atomic import atomic_open
 
 CAPTION_HEIGHT = 22
@@ -119,7 +119,7 @@ def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
     return sheet
 
 
-def sample_records(reader: KeyedRecords) -> list[int]:
+def sample_records(reader: Records) -> list[int]:
     """The positions a sample is drawn from: every record, or an InsightFace face set's faces only."""
     try:
         faces = read_face_set(reader)

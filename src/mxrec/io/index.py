@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO, TypeVar
 
@@ -234,3 +234,20 @@ def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None 
     write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
                 storage_options)
     return index, source
+
+
+_CHECK_BLOCK = 1 << 16  # .idx offsets range-checked at once
+
+
+def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
+                       index_path: str | None) -> None:
+    """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
+    for first in range(0, len(offsets), _CHECK_BLOCK):  # in blocks: no full-size temporaries for 10M keys
+        block = offsets[first:first + _CHECK_BLOCK]
+        bad = (block < 0) | (block > size - framing.PART_HEADER_SIZE) | (block & 3 != 0)
+        if bad.any():
+            i = first + int(np.flatnonzero(bad)[0])
+            off = int(offsets[i])
+            why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
+            raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)",
+                                 key=keys[i])

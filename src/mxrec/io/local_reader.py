@@ -1,17 +1,18 @@
 """The fast reader: random access to the records of a local ``.rec`` file.
 
-:class:`RecordReader` maps the file into memory once and serves records by
+:class:`LocalRecordReader` (opened by :func:`~mxrec.io.opener.RecordReader` for a
+path) maps the file into memory once and serves records by
 position (``reader[i]``) or by key (``reader.read_key(k)``) straight from the
-mapping: one copy per record (or none, with :meth:`RecordReader.view`), no
+mapping: one copy per record (or none, with :meth:`LocalRecordReader.view`), no
 seek, no file position. Having no position, it is safe to share between
 threads, and a forked child can go on using the mapping it inherited. Pickled,
 it carries only its path and index, and maps the file again on first use in the
 receiving process, so it works in ``DataLoader`` workers under fork and spawn.
 
-A URL (``s3://``, ``http://``, ``memory://``...) gives a
-:class:`~mxrec.io.remote_reader.RemoteRecordReader` with the same API, which
-reads the file in place with coalesced ranged requests; ``file://`` URLs and
-plain paths stay on the mapping.
+A URL (``s3://``, ``http://``, ``memory://``...) is read by
+:class:`~mxrec.io.remote_reader.RemoteRecordReader`, the same contract
+(:class:`~mxrec.io.records.Records`) with coalesced ranged requests; ``file://``
+URLs and plain paths stay on the mapping.
 
 The record offsets come from the ``.idx`` beside the file when there is one, or
 else from one scan of the file (:func:`mxrec.format.framing.record_offsets`). Keys are
@@ -30,71 +31,22 @@ from typing import Literal
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, HeaderError, IndexFileError, RecordFormatError, RecordKeyError
+from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RecordKeyError
 from mxrec.format import framing
-from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
-from mxrec.io.index import read_index, resolve_index
+from mxrec.io.index import check_offset_range, read_index, resolve_index
 from mxrec.io.keys import KeyStore
-from mxrec.storage.filesystem import is_url, local_path
+from mxrec.io.records import Records
+from mxrec.storage.filesystem import local_path
 from mxrec.storage.memory_map import map_file, release
 
 _unpack_part_header = framing.PART_HEADER.unpack_from
 _MAGIC = framing.MAGIC
 _FULL_LIMIT = framing.FULL_LIMIT
 _ITER_BLOCK = 4096  # records whose headers iteration reads at once
-_CHECK_BLOCK = 1 << 16  # .idx offsets range-checked at once
 
 
-def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
-                       index_path: str | None) -> None:
-    """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
-    for first in range(0, len(offsets), _CHECK_BLOCK):  # in blocks: no full-size temporaries for 10M keys
-        block = offsets[first:first + _CHECK_BLOCK]
-        bad = (block < 0) | (block > size - framing.PART_HEADER_SIZE) | (block & 3 != 0)
-        if bad.any():
-            i = first + int(np.flatnonzero(bad)[0])
-            off = int(offsets[i])
-            why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
-            raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)",
-                                 key=keys[i])
-
-
-class KeyedRecords:
-    """What every reader derives from ``position(key)``, ``reader[i]`` and ``close()``: look-ups by key, ``with``."""
-
-    def position(self, key: object) -> int:
-        raise NotImplementedError
-
-    def __getitem__(self, position: int) -> bytes:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def read_key(self, key: object) -> bytes:
-        """The record stored under ``key``."""
-        return self[self.position(key)]
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            self.position(key)
-        except RecordKeyError:
-            return False
-        return True
-
-    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
-        """``(IRHeader, rest)`` of the record at ``position``."""
-        return unpack(self[position])
-
-    def __enter__(self) -> KeyedRecords:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class RecordReader(KeyedRecords):
+class LocalRecordReader(Records):
     """Random access to the records of a local ``.rec`` file.
 
     ``index``: ``None`` uses the ``.idx`` beside the file if it exists and scans
@@ -113,20 +65,9 @@ class RecordReader(KeyedRecords):
     payload in position order.
     """
 
-    is_remote = False
-
-    def __new__(cls, *args: object, **kwargs: object) -> RecordReader:
-        path = args[0] if args else kwargs.get("path")
-        if cls is RecordReader and isinstance(path, str) and is_url(path):
-            from mxrec.io.remote_reader import RemoteRecordReader
-
-            return super().__new__(RemoteRecordReader)
-        return super().__new__(cls)
-
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error",
-                 strict: bool = True, storage_options: object = None, cache_dir: object = None) -> None:
-        # storage_options and cache_dir apply to remote files only (RemoteRecordReader).
+                 strict: bool = True) -> None:
         self.path = local_path(path)
         if duplicates not in ("error", "last"):
             raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
@@ -257,6 +198,11 @@ class RecordReader(KeyedRecords):
         finally:
             del words
 
+    def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
+        """Views of the records at ``positions``, in that order (no copy; keep the reader open while you use them)."""
+        view = self.view
+        return [view(p) for p in np.asarray(positions, dtype=np.int64).tolist()]
+
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``positions``, in that order."""
         read = self.__getitem__
@@ -269,25 +215,10 @@ class RecordReader(KeyedRecords):
         except KeyError:
             raise RecordKeyError(self.index_path or self.path, key) from None
 
-    def header(self, position: int) -> IRHeader:
-        """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
-        view = self.view(position)
-        try:
-            flag = int.from_bytes(view[:4], "little") if len(view) >= 4 else 0
-            return unpack_header(bytes(view[:IRHEADER_SIZE + 4 * flag]))[0]
-        except HeaderError as exc:
-            raise HeaderError(f"{self.path}: record {self.keys[position]!r}: {exc}") from None
-        finally:
-            view.release()
-
     @property
     def nbytes(self) -> int:
         """Size of the ``.rec`` file in bytes."""
         return len(self._buffer())
 
-    def describe(self, position: int) -> str:
-        """``file: record key`` for messages."""
-        return f"{self.path}: record {self.keys[position]!r}"
-
     def __repr__(self) -> str:
-        return f"RecordReader({self.path!r}, {len(self)} records, index={self.index_path!r})"
+        return f"LocalRecordReader({self.path!r}, {len(self)} records, index={self.index_path!r})"

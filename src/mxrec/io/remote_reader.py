@@ -1,6 +1,7 @@
-"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place, with ``RecordReader``'s API.
+"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place (the :class:`~mxrec.io.records.Records`
+contract).
 
-``RecordReader("s3://bucket/train.rec")`` returns a :class:`RemoteRecordReader`.
+``RecordReader("s3://bucket/train.rec")`` (:func:`~mxrec.io.opener.RecordReader`) opens a :class:`RemoteRecordReader`.
 Opening reads the ``.idx`` whole, in one request (the one beside the ``.rec``
 when there is one, as locally), and asks for the ``.rec``'s size (one request,
 saved when the size is known, e.g. from a shard manifest). Each record's byte
@@ -32,16 +33,31 @@ from typing import Literal
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RemoteNotFoundError, TruncatedRecordError
+from mxrec.errors import (
+    ClosedFileError,
+    IndexFileError,
+    RecordFormatError,
+    RecordKeyError,
+    RemoteNotFoundError,
+    TruncatedRecordError,
+)
 from mxrec.format import framing
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
+from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
-from mxrec.io.local_reader import RecordReader, check_offset_range
-from mxrec.storage.block_cache import BlockCache
+from mxrec.io.records import Records, blocks_of
+from mxrec.storage.block_cache import BlockCache, BlockStore, MemoryBlocks
 from mxrec.storage.filesystem import StorageOptions, is_url, read_bytes
 from mxrec.storage.remote_file import RemoteFile
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
+
+
+MIN_WINDOW_BLOCK = 256 << 10  # the smallest block a read-ahead window fetches
+
+
+class GlobalShuffleWarning(UserWarning):
+    """Remote records read in a global shuffle: about one ranged request per record."""
 
 
 class NoIndexWarning(UserWarning):
@@ -57,24 +73,39 @@ def record_ends(offsets: np.ndarray, size: int) -> np.ndarray:
     return np.where(following < len(starts), starts[np.minimum(following, len(starts) - 1)], size).astype(np.int64)
 
 
+def read_ahead_blocks(shuffle_block: int, shuffle_window: int, num_records: int, nbytes: int) -> MemoryBlocks:
+    """The in-memory blocks a block-shuffled epoch re-reads: each block of a window is fetched once, then served
+    from memory while the window lasts (per process: ranks and ``DataLoader`` workers each fetch what they read;
+    a shared ``cache_dir`` fetches it once per machine)."""
+    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_block * nbytes / max(num_records, 1)))
+    # shuffle blocks are record-aligned, file blocks are not: a window spans up to twice its blocks, plus one
+    return MemoryBlocks((2 * shuffle_window + 2) * block_bytes, block_bytes)
+
+
+def warn_global_shuffle(path: str, num_records: int) -> None:
+    """Say what a global shuffle of remote records costs (a ranged request for about every record)."""
+    warnings.warn(f"{path}: a global shuffle (shuffle_block=0) of remote records reads them in random order: "
+                  f"about one ranged request per record, {num_records} requests an epoch, each paying the store's "
+                  "latency; a block shuffle (shuffle_block=None, or records per block) reads whole blocks instead",
+                  GlobalShuffleWarning, stacklevel=3)
+
+
 def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:
     """The same framing error, its offset made absolute (``base`` + the offset in the fetched bytes)."""
     return type(exc)(path, base + exc.offset, exc.reason + note)
 
 
-class RemoteRecordReader(RecordReader):
-    """A remote ``.rec`` (see the module docstring); made by ``RecordReader(url, ...)``.
+class RemoteRecordReader(Records):
+    """A remote ``.rec`` (see the module docstring); opened by ``RecordReader(url, ...)``.
 
     ``storage_options`` go to fsspec; ``cache_dir`` (or ``$MXREC_CACHE_DIR``)
     keeps fetched blocks on local disk (:mod:`mxrec.storage.block_cache`); ``size`` and
     ``version`` save the request that would ask for them.
     """
 
-    is_remote = True
-
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
-                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
+                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockStore | None = None,
                  size: int | None = None, version: str | None = None) -> None:
         if duplicates not in ("error", "last"):
             raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
@@ -86,7 +117,6 @@ class RemoteRecordReader(RecordReader):
         self.damage: RecordFormatError | None = None
         self.scanned = False
         self._closed = False
-        self._buf = None
         self.file = RemoteFile(self.path, self.storage_options, size=size, version=version,
                                cache=BlockCache.from_setting(cache_dir))
         index_text, self.index_path = self._index_text(index)
@@ -155,19 +185,43 @@ class RemoteRecordReader(RecordReader):
 
     # -- state ---------------------------------------------------------------
 
-    def _buffer(self) -> None:  # no mapping: reads go through self.file
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_table"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._table = memoryview(self.offsets)
+
+    def _check_open(self) -> None:
         if self._closed:
             raise ClosedFileError(f"{self.path}: reader is closed")
 
     @property
     def nbytes(self) -> int:
+        """Size of the ``.rec`` file in bytes."""
         return self.file.size
+
+    def stored_size(self) -> int:
+        """The size the store reports now (one request; :attr:`nbytes` may come from a manifest)."""
+        return self.file.stat()["size"]
 
     def close(self) -> None:
         """Idempotent. Reading afterwards raises :class:`ClosedFileError`."""
         self._closed = True
 
     # -- reading ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def position(self, key: object) -> int:
+        """Position of the record with ``key`` (the last one when duplicates are allowed)."""
+        try:
+            return self._key_store.position(key)
+        except KeyError:
+            raise RecordKeyError(self.index_path or self.path, key) from None
 
     def __getitem__(self, position: int) -> bytes:
         return self.read_batch([position])[0]
@@ -180,7 +234,7 @@ class RemoteRecordReader(RecordReader):
 
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``positions``, in that order, fetched with coalesced ranged reads."""
-        self._buffer()
+        self._check_open()
         at = np.asarray(positions, dtype=np.int64)
         if at.size and (at.max() >= len(self.offsets) or at.min() < -len(self.offsets)):
             raise IndexError(f"{self.path}: record position out of range for {len(self.offsets)} records")
@@ -194,6 +248,25 @@ class RemoteRecordReader(RecordReader):
             except RecordFormatError:
                 out.append(self._refetch(position, start, end))
         return out
+
+    fetch = read_batch
+
+    def default_shuffle_block(self) -> int:
+        """Blocks of about :data:`~mxrec.io.records.REMOTE_BLOCK_BYTES`: every jump costs a request."""
+        return blocks_of(len(self), self.nbytes)
+
+    def read_ahead(self, shuffle_block: int, shuffle_window: int) -> None:
+        """Keep the file blocks a shuffle window re-reads in memory, unless a disk cache keeps them already
+        (see :func:`read_ahead_blocks`); a global shuffle (``shuffle_block=0``) costs a request per record: warn."""
+        if shuffle_block <= 0:
+            warn_global_shuffle(self.path, len(self))
+        elif len(self):
+            self.keep_blocks_in(read_ahead_blocks(shuffle_block, shuffle_window, len(self), self.nbytes))
+
+    def keep_blocks_in(self, blocks: BlockStore) -> None:
+        """Read through ``blocks`` (a read-ahead window) unless the file already has a cache."""
+        if self.file.cache is None:
+            self.file.cache = blocks
 
     def _refetch(self, position: int, start: int, end: int) -> bytes:
         """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""

@@ -47,12 +47,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import ray
 from ray.data import Dataset
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
 
-import ray
 from mxrec.datasets.shard_set import Shard, resolve_dataset
 from mxrec.errors import HeaderError, ManifestError, ParameterError, RecordFormatError
 from mxrec.format import framing
@@ -60,7 +60,7 @@ from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.index import resolve_index
-from mxrec.io.local_reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.remote_reader import record_ends
 from mxrec.storage.filesystem import StorageOptions, is_url
 from mxrec.storage.memory_map import mapped
@@ -108,7 +108,7 @@ def _load_shard(ref: Shard, manifest: str | None, key_type: KeyType, storage_opt
     with RecordReader(ref.rec, ref.idx, key_type, storage_options=storage_options) as reader:  # its .idx checks
         keys = np.asarray(reader.keys) if isinstance(reader.keys, IntKeys) else list(reader.keys)
         offsets = reader.offsets
-        size = reader.file.size if reader.is_remote else os.path.getsize(ref.rec)
+        size = reader.nbytes
     if ref.records is not None and ref.records != len(keys):
         raise ManifestError(manifest, f"{ref.rec}: the manifest says {ref.records} records, "
                                       f"its .idx {ref.idx} lists {len(keys)}")

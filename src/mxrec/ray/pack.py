@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import ray
 from ray.data.block import Block, BlockAccessor
 from ray.data.datasource.datasink import WriteResult
 
-import ray
 from mxrec.errors import PackError
 from mxrec.format.lst import ListEntry
 from mxrec.image.codec import opencv

@@ -39,9 +39,8 @@ _POLL_SECONDS = 0.5  # how often run_reporting asks the tally
 def require_ray() -> ModuleType:
     """The ``ray`` module with Ray Data, or :class:`~mxrec.errors.MissingExtraError` naming the extra to install."""
     try:
-        import ray.data  # a folder named "ray" on sys.path imports as ray, but has no ray.data
-
         import ray
+        import ray.data  # a folder named "ray" on sys.path imports as ray, but has no ray.data
     except ImportError as exc:
         raise MissingExtraError(f"the Ray engine needs Ray Data, which is not installed: {RAY_EXTRA} ({exc})") from None
     return ray

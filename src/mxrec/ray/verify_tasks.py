@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
 import ray
+
 from mxrec.doctor.contents import OffsetKeys, RecordContent, span_contents
 from mxrec.doctor.report import Report
 from mxrec.doctor.sets import ShardSetReport

@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import threading
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 
 ENV_DIR = "MXREC_CACHE_DIR"
@@ -57,26 +58,57 @@ def parse_bytes(text: str | int) -> int:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-class BlockCache:
+class BlockStore(ABC):
+    """Blocks of remote files, ``block_size`` bytes each, kept somewhere: what a ``RemoteFile`` reads through.
+
+    :class:`BlockCache` keeps them on local disk, :class:`MemoryBlocks` in this process's memory.
+    """
+
+    def __init__(self, max_bytes: int | str, block_size: int | str) -> None:
+        self.max_bytes = parse_bytes(max_bytes)
+        self.block_size = parse_bytes(block_size)
+        if self.block_size < 1 or self.max_bytes < self.block_size:
+            raise ValueError(f"{type(self).__name__}: need 1 <= block_size <= max_bytes, got {self.block_size} "
+                             f"and {self.max_bytes}")
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def file_id(url: str, size: int, version: str | None) -> str:
+        """The name of one version of one remote file."""
+        return hashlib.sha256(f"{url}\0{size}\0{version or ''}".encode()).hexdigest()[:32]
+
+    def block_length(self, size: int, number: int) -> int:
+        """Bytes in block ``number`` of a ``size``-byte file."""
+        return max(0, min(self.block_size, size - number * self.block_size))
+
+    @abstractmethod
+    def get(self, file_id: str, number: int, length: int) -> bytes | None:
+        """Block ``number`` if it is kept whole (exactly ``length`` bytes), else None."""
+
+    @abstractmethod
+    def put(self, file_id: str, number: int, data: bytes) -> None:
+        """Keep block ``number``."""
+
+    @abstractmethod
+    def usage(self) -> list[tuple[float, int, str]]:
+        """``(last use, bytes, name)`` of every block kept."""
+
+
+class BlockCache(BlockStore):
     """Blocks of remote files under ``directory``, at most ``max_bytes`` in all (see the module docstring)."""
 
     def __init__(self, directory: str | os.PathLike, max_bytes: int | str | None = None,
                  block_size: int | str | None = None) -> None:
+        super().__init__(max_bytes if max_bytes is not None else os.environ.get(ENV_SIZE, DEFAULT_MAX_BYTES),
+                         block_size if block_size is not None else os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
         self.directory = os.path.abspath(os.fspath(directory))
-        self.max_bytes = parse_bytes(max_bytes if max_bytes is not None else
-                                     os.environ.get(ENV_SIZE, DEFAULT_MAX_BYTES))
-        self.block_size = parse_bytes(block_size if block_size is not None else
-                                      os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
-        if self.block_size < 1 or self.max_bytes < self.block_size:
-            raise ValueError(f"cache: need 1 <= block_size <= max_bytes, got {self.block_size} and {self.max_bytes}")
-        self.hits = 0
-        self.misses = 0
         self._written = 0
 
     @classmethod
-    def from_setting(cls, cache_dir: str | os.PathLike | BlockCache | None) -> BlockCache | None:
+    def from_setting(cls, cache_dir: str | os.PathLike | BlockStore | None) -> BlockStore | None:
         """The cache ``cache_dir`` asks for: an existing cache, a folder, or (None) ``$MXREC_CACHE_DIR`` if set."""
-        if isinstance(cache_dir, BlockCache):
+        if isinstance(cache_dir, BlockStore):
             return cache_dir
         folder = cache_dir if cache_dir is not None else os.environ.get(ENV_DIR) or None
         return None if folder is None else cls(folder)
@@ -86,15 +118,6 @@ class BlockCache:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"], state["max_bytes"], state["block_size"])
-
-    @staticmethod
-    def file_id(url: str, size: int, version: str | None) -> str:
-        """The folder name of one version of one remote file."""
-        return hashlib.sha256(f"{url}\0{size}\0{version or ''}".encode()).hexdigest()[:32]
-
-    def block_length(self, size: int, number: int) -> int:
-        """Bytes in block ``number`` of a ``size``-byte file."""
-        return max(0, min(self.block_size, size - number * self.block_size))
 
     def _path(self, file_id: str, number: int) -> str:
         return os.path.join(self.directory, file_id, str(number))
@@ -169,22 +192,14 @@ class BlockCache:
         return f"BlockCache({self.directory!r}, max_bytes={self.max_bytes}, block_size={self.block_size})"
 
 
-class MemoryBlocks(BlockCache):
+class MemoryBlocks(BlockStore):
     """Blocks kept in this process's memory, at most ``max_bytes``, least recently used dropped first.
 
     Not shared between processes; pickled, it arrives empty.
     """
 
     def __init__(self, max_bytes: int | str, block_size: int | str) -> None:
-        self.directory = "<memory>"
-        self.max_bytes = parse_bytes(max_bytes)
-        self.block_size = parse_bytes(block_size)
-        if self.block_size < 1 or self.max_bytes < self.block_size:
-            raise ValueError(f"memory blocks: need 1 <= block_size <= max_bytes, got {self.block_size} and "
-                             f"{self.max_bytes}")
-        self.hits = 0
-        self.misses = 0
-        self._written = 0
+        super().__init__(max_bytes, block_size)
         self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -217,9 +232,6 @@ class MemoryBlocks(BlockCache):
     def usage(self) -> list[tuple[float, int, str]]:
         with self._lock:
             return [(0.0, len(data), f"{key[0]}/{key[1]}") for key, data in self._blocks.items()]
-
-    def evict(self) -> int:
-        return 0
 
     def __repr__(self) -> str:
         return f"MemoryBlocks(max_bytes={self.max_bytes}, block_size={self.block_size})"

@@ -17,19 +17,25 @@ process. It never reads one record at a time:
   fetched together, so an epoch over cached data makes no request at all.
 
 A :class:`RemoteFile` pickles to its URL, options, size and version only; the
-file system (connections, event loop) is made again, lazily, in each process.
+file system (connections, event loop) is made again, lazily, in each process,
+and looked up again after a ``fork`` (the process id is checked on every use),
+so a file read in a parent goes on working in its forked children. Threads of
+one process that need the same cache block at once share one download.
 :attr:`RemoteFile.requests` counts the ranged reads this object made.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from mxrec.errors import RemoteError
-from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.block_cache import BlockStore
 from mxrec.storage.filesystem import ShortReadError, StorageOptions, filesystem, is_transient, remote_error
 
 DEFAULT_MAX_GAP = 256 << 10
@@ -81,24 +87,40 @@ class RemoteFile:
     """
 
     def __init__(self, url: str, storage_options: StorageOptions = None, *, size: int | None = None,
-                 version: str | None = None, cache: BlockCache | None = None,
+                 version: str | None = None, cache: BlockStore | None = None,
                  policy: RequestPolicy = RequestPolicy()) -> None:
         self.url, self.storage_options, self.cache, self.policy = url, dict(storage_options or {}), cache, policy
         self._size, self.version = size, version
         self.requests = 0
         self._fs: Any = None
         self._path: str | None = None
+        self._pid = 0
+        self._inflight_pid = 0
+        self._inflight_lock = threading.Lock()
+        self._inflight: dict[int, Future] = {}
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_fs"] = state["_path"] = None
+        state["_pid"] = state["_inflight_pid"] = 0
+        state["_inflight_lock"] = None
+        state["_inflight"] = {}
         state["requests"] = 0
         return state
 
     def _filesystem(self) -> tuple[Any, str]:
-        if self._fs is None:
+        """The file system of this process: checked on every use, so nothing made before a ``fork`` (an event
+        loop, a connection pool, a session) is used in the child."""
+        if self._fs is None or self._pid != os.getpid():
             self._fs, self._path = filesystem(self.url, self.storage_options)
+            self._pid = os.getpid()
         return self._fs, self._path
+
+    def _flights(self) -> tuple[threading.Lock, dict[int, Future]]:
+        """The blocks being fetched now by some thread of this process, and the lock that guards them."""
+        if self._inflight_pid != os.getpid():  # a forked child: the parent's threads and lock are not here
+            self._inflight_lock, self._inflight, self._inflight_pid = threading.Lock(), {}, os.getpid()
+        return self._inflight_lock, self._inflight
 
     @property
     def size(self) -> int:
@@ -213,6 +235,8 @@ class RemoteFile:
     # -- through the block cache -------------------------------------------------
 
     def _read_cached(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Through the cache: cached blocks cost nothing, a block another thread is fetching is waited for (never
+        fetched twice at once), the missing rest is fetched in runs of consecutive blocks."""
         cache = self.cache
         size = self.size
         file_id = cache.file_id(self.url, size, self.version)
@@ -226,8 +250,44 @@ class RemoteFile:
                 missing.append(n)
             else:
                 blocks[n] = data
-        runs: list[list[int]] = []  # consecutive missing blocks, fetched as one read each
-        for n in missing:
+        lock, inflight = self._flights()
+        mine: list[int] = []  # blocks this call fetches
+        theirs: dict[int, Future] = {}  # blocks other threads are fetching
+        with lock:
+            for n in missing:
+                if n in inflight:
+                    theirs[n] = inflight[n]
+                    continue
+                data = cache.get(file_id, n, cache.block_length(size, n))  # fetched since the first look?
+                if data is not None:
+                    blocks[n] = data
+                else:
+                    inflight[n] = Future()
+                    mine.append(n)
+        try:
+            self._fetch_blocks(mine, file_id, blocks)
+        finally:
+            with lock:
+                for n in mine:
+                    future = inflight.pop(n)
+                    if n in blocks:
+                        future.set_result(blocks[n])
+                    else:
+                        future.set_exception(RemoteError(self.url, f"block {n}: fetch failed in another thread"))
+        for n, future in theirs.items():
+            blocks[n] = future.result()
+        out = []
+        for start, end in ranges:
+            parts = [blocks[n][max(start - n * bs, 0):end - n * bs] for n in range(start // bs, (end - 1) // bs + 1)]
+            out.append(b"".join(parts) if end > start else b"")
+        return out
+
+    def _fetch_blocks(self, numbers: list[int], file_id: str, blocks: dict[int, bytes]) -> None:
+        """Fetch blocks ``numbers`` (sorted) in runs of consecutive blocks, into ``blocks`` and the cache."""
+        cache, size = self.cache, self.size
+        bs = cache.block_size
+        runs: list[list[int]] = []  # consecutive blocks, fetched as one read each
+        for n in numbers:
             if runs and n == runs[-1][-1] + 1 and (len(runs[-1]) + 1) * bs <= max(self.policy.max_request, bs):
                 runs[-1].append(n)
             else:
@@ -236,13 +296,8 @@ class RemoteFile:
         for run, data in zip(runs, datas, strict=True):
             for k, n in enumerate(run):
                 block = data[k * bs:(k + 1) * bs]
-                blocks[n] = block
                 cache.put(file_id, n, block)
-        out = []
-        for start, end in ranges:
-            parts = [blocks[n][max(start - n * bs, 0):end - n * bs] for n in range(start // bs, (end - 1) // bs + 1)]
-            out.append(b"".join(parts) if end > start else b"")
-        return out
+                blocks[n] = block
 
     def __repr__(self) -> str:
         return f"RemoteFile({self.url!r}, size={self._size})"

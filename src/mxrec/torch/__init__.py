@@ -77,29 +77,26 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.face_set import read_face_set
+from mxrec.datasets.samples import open_samples
 from mxrec.datasets.shard_set import open_dataset
-from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import HeaderError, ImageDecodeError, MxrecError, ParameterError
 from mxrec.format.header import label_array, unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.records import Records
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import check_names, data_shape_of
 from mxrec.train.face_pairs import load_verification_set
 from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BrokenRecordWarning, OnBroken
-from mxrec.train.prefetch import read_ahead_window
-from mxrec.train.record_iter import shuffle_block_for
 from mxrec.train.sample_loader import RecordSampleLoader
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts, shuffle_block_for
 from mxrec.transforms.augmenters import Transform
 from mxrec.transforms.rng import SampleRandom
 
 try:
-    from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
-
     import torch
+    from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MxrecError(f"mxrec.torch needs PyTorch: pip install 'mxrec[torch]' ({exc})") from None
 
@@ -161,9 +158,8 @@ class _ImageRecords:
             raise ParameterError(f"on_broken must be 'skip' or 'error', not {on_broken!r}")
         if label_dtype not in LABEL_DTYPES:
             raise ParameterError(f"label_dtype must be one of {LABEL_DTYPES}, not {label_dtype!r}")
-        reader = open_dataset(path, index, storage_options=storage_options, cache_dir=cache_dir)
-        self.faces = read_face_set(reader, layout)
-        self.reader = reader if self.faces is None else RecordSubset(reader, self.faces.positions)
+        samples = open_samples(path, index=index, layout=layout, storage_options=storage_options, cache_dir=cache_dir)
+        self.reader, self.faces = samples.records, samples.faces
         self.flag, self.seed = flag, seed
         self.transform, self.target_transform = transform, target_transform
         self.on_broken, self.label_dtype = on_broken, label_dtype
@@ -254,7 +250,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
         self.preprocess = None if preprocess is None else _preprocess_params(preprocess)
         self.dtype = dtype
         self._loader: RecordSampleLoader | None = None
-        self._payloads: dict[int, bytes] = {}  # a remote batch's records, fetched together
+        self._payloads: dict[int, bytes | memoryview] = {}  # a batch's records, fetched together
         if self.preprocess is not None:
             self._sample_loader()  # checks dtype and the parameters now, not in a worker
 
@@ -277,7 +273,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
         positions = [int(i) % len(self) for i in indices]
         if self.preprocess is not None:
             return self._batch(positions)
-        payloads = self.reader.read_batch(positions) if self.reader.is_remote else [None] * len(positions)
+        payloads = self.reader.fetch(positions)
         return [self.sample(p, payload) for p, payload in zip(positions, payloads, strict=True)]
 
     def _sample_loader(self) -> RecordSampleLoader:
@@ -298,8 +294,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
         epoch = self.epoch
         data = _batch_tensor((len(positions), *loader.shape), loader.dtype)
         labels = np.empty((len(positions), loader.label_width), np.float32)
-        if self.reader.is_remote:
-            self._payloads = dict(zip(positions, self.reader.read_batch(positions), strict=True))
+        self._payloads = dict(zip(positions, self.reader.fetch(positions), strict=True))
         try:
             frames, label_rows = data.numpy(), labels
             for slot, position in enumerate(positions):
@@ -350,7 +345,8 @@ def _batch_tensor(shape: tuple[int, ...], dtype: np.dtype) -> torch.Tensor:
     return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
 
 
-def _batch_sampler(num_records: int, reader: Any, batch_size: int, shuffle: bool, seed: int, rank: int | None,
+def _batch_sampler(num_records: int, reader: Records | None, batch_size: int, shuffle: bool, seed: int,
+                   rank: int | None,
                    world_size: int | None, drop_last: bool, shuffle_block: int | None, shuffle_window: int,
                    stick_to_shard: bool, pad_last_batch: bool) -> BatchSampler:
     world, part = resolve_parts(world_size, rank)
@@ -425,7 +421,8 @@ class ImageRecordIterable(_ImageRecords, IterableDataset):
                          storage_options, cache_dir, layout)
         self.sampler = _batch_sampler(len(self.reader), self.reader, batch_size, shuffle, seed, rank, world_size,
                                       drop_last, shuffle_block, shuffle_window, stick_to_shard, pad_last_batch)
-        read_ahead_window(self.reader, self.sampler.shuffle_block if shuffle else 0, self.sampler.shuffle_window)
+        if shuffle:
+            self.reader.read_ahead(self.sampler.shuffle_block, self.sampler.shuffle_window)
         self.rank, self.world_size = self.sampler.part_index, self.sampler.num_parts
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -466,7 +463,7 @@ class ImageRecordIterable(_ImageRecords, IterableDataset):
             positions = positions[skip:]
             self._yielded += skip
             skip = 0
-            payloads = self.reader.read_batch(positions) if self.reader.is_remote else [None] * len(positions)
+            payloads = self.reader.fetch(positions)
             for position, payload in zip(positions, payloads, strict=True):
                 sample = self.sample(position, payload, epoch)
                 self._yielded += 1

@@ -25,30 +25,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
-from mxrec.storage.block_cache import MemoryBlocks
+from mxrec.io.records import Records
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
-
-MIN_WINDOW_BLOCK = 256 << 10  # the smallest block the read-ahead window fetches
 
 FETCH_THREADS = 2  # batches fetched at once (each fetch is itself concurrent ranged reads)
 
 
 class BatchPrefetcher:
-    """Fetches each plan's records with one ``read_batch`` as the pipeline takes the plan (see the module docstring)."""
+    """Fetches each plan's records with one ``fetch`` as the pipeline takes the plan (see the module docstring)."""
 
-    def __init__(self, reader: Any, threads: int = FETCH_THREADS) -> None:
+    def __init__(self, reader: Records, threads: int = FETCH_THREADS) -> None:
         self.reader = reader
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._pending: dict[int, list] = {}  # position -> [future of {position: bytes}, slots still to serve]
 
-    def _fetch(self, positions: list[int]) -> dict[int, bytes]:
-        return dict(zip(positions, self.reader.read_batch(positions), strict=True))
+    def _fetch(self, positions: list[int]) -> dict[int, bytes | memoryview]:
+        return dict(zip(positions, self.reader.fetch(positions), strict=True))
 
     def plans(self, plans: Iterable[BatchPlan]) -> Iterator[BatchPlan]:
         """The same plans; taking one starts the fetch of its records."""
@@ -68,7 +65,7 @@ class BatchPrefetcher:
                             entry[1] += 1
             yield plan
 
-    def payload(self, position: int) -> bytes:
+    def payload(self, position: int) -> bytes | memoryview:
         """The bytes of record ``position`` (one of the slots of a plan taken through :meth:`plans`)."""
         with self._lock:
             entry = self._pending.get(position)
@@ -80,7 +77,7 @@ class BatchPrefetcher:
                 if entry[1] == 0:
                     del self._pending[position]
         if future is None:
-            return self.reader[position]
+            return self.reader.view(position)
         return future.result()[position]
 
     def clear(self) -> None:
@@ -93,18 +90,3 @@ class BatchPrefetcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def read_ahead_window(reader: Any, shuffle_block: int, shuffle_window: int) -> None:
-    """Fit ``reader`` (remote, no disk cache) with the in-memory blocks a block shuffle re-reads (see above)."""
-    if not getattr(reader, "is_remote", False) or shuffle_block <= 0 or not len(reader):
-        return
-    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_block * reader.nbytes / len(reader)))
-    # shuffle blocks are record-aligned, file blocks are not: a window spans up to twice its blocks, plus one
-    memory = MemoryBlocks((2 * shuffle_window + 2) * block_bytes, block_bytes)
-    readers = [reader] if not hasattr(reader, "shards") else [r for r in reader._readers if r is not None]
-    if hasattr(reader, "shards") and reader.cache_dir is None:
-        reader.cache_dir = memory  # shards opened later get it too
-    for opened in readers:
-        if opened.file.cache is None:
-            opened.file.cache = memory

@@ -13,24 +13,22 @@ is reproducible whatever ``preprocess_threads``.
 
 ``path_imgrec`` may be anything :func:`mxrec.datasets.shard_set.open_dataset` opens:
 a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
-manifest, folder). Remote records are fetched a batch at a time, with
-coalesced ranged reads, ahead of decoding (:mod:`mxrec.train.prefetch`).
+manifest, folder). Records are fetched a batch at a time (remote ones with
+coalesced ranged reads) ahead of decoding (:mod:`mxrec.train.prefetch`).
 ``state_dict()``/``load_state_dict()`` save and resume the position in the
 epoch, also on another number of ranks (:mod:`mxrec.train.sampler`).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.face_set import FaceSet, check_layout_name, read_face_set
-from mxrec.datasets.shard_set import open_dataset
-from mxrec.datasets.subset import RecordSubset
+from mxrec.datasets.face_set import FaceSet, check_layout_name
+from mxrec.datasets.samples import open_samples
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.io.lists import read_list
 from mxrec.storage.atomic import atomic_open
@@ -38,9 +36,9 @@ from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
+from mxrec.train.prefetch import BatchPrefetcher
 from mxrec.train.sample_loader import RecordSampleLoader
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts, shuffle_block_for
 
 
 @dataclass(frozen=True)
@@ -202,20 +200,20 @@ class ImageRecordIter(BatchIter):
         channels, height, width = p.data_shape
         mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
         labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
-        reader = open_dataset(p.path_imgrec, index=p.path_imgidx or None, storage_options=p.storage_options,
-                              cache_dir=p.cache_dir)
-        self._faces = read_face_set(reader, p.layout)
+        samples = open_samples(p.path_imgrec, index=p.path_imgidx or None, layout=p.layout,
+                               storage_options=p.storage_options, cache_dir=p.cache_dir)
+        self._faces = samples.faces
+        self._reader = samples.records  # every record, or a face set's faces
         if self._faces is not None and p.label_width != 1 and labels is None:
+            self._reader.close()
             raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
                                  f"so label_width must be 1, not {p.label_width}")
-        # the samples: every record, or a face set's faces
-        self._reader = reader if self._faces is None else RecordSubset(reader, self._faces.positions)
-        self._prefetcher = BatchPrefetcher(self._reader) if self._reader.is_remote else None
+        self._prefetcher = BatchPrefetcher(self._reader)
         self._loader = RecordSampleLoader(
             self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
             label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
             mean_image=mean_image, identities=self._faces is not None,
-            view=functools.partial(self._record_view, self._reader))
+            view=self._record_view)
         self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
@@ -223,7 +221,8 @@ class ImageRecordIter(BatchIter):
         else:
             last_batch = "wrap" if p.round_batch else "partial"
         block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
-        read_ahead_window(self._reader, block, p.shuffle_window)
+        if p.shuffle:
+            self._reader.read_ahead(block, p.shuffle_window)
         sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
                                part_index=part_index, last_batch=last_batch, shuffle_block=block,
                                shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
@@ -248,11 +247,3 @@ class ImageRecordIter(BatchIter):
         super().close()
         self._reader.close()
 
-
-def shuffle_block_for(reader: Any, shuffle_block: int | None, chunk_megabytes: float = 0) -> int:
-    """Records per shuffle block: as given, else from MXNet's ``shuffle_chunk_size`` (MB), else the default."""
-    if shuffle_block is not None:
-        return shuffle_block
-    if chunk_megabytes > 0 and len(reader):
-        return max(1, round(chunk_megabytes * (1 << 20) * len(reader) / max(reader.nbytes, 1)))
-    return default_shuffle_block(reader.is_remote, len(reader), reader.nbytes if reader.is_remote else 0)

@@ -25,7 +25,7 @@ import numpy as np
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import DecodeBuffers, decode_pixels
-from mxrec.io.local_reader import KeyedRecords
+from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM
 from mxrec.train.normalize import NormalizeParams, SlotWriter
@@ -44,7 +44,7 @@ class RecordSampleLoader:
     ``reader.view``; a remote iterator passes its prefetched batches).
     """
 
-    def __init__(self, reader: KeyedRecords, augment: AugmentParams, normalize: NormalizeParams, *,
+    def __init__(self, reader: Records, augment: AugmentParams, normalize: NormalizeParams, *,
                  dtype: str | np.dtype = "float32", label_width: int = 1, labels: dict[int, np.ndarray] | None = None,
                  labels_source: str = "", seed: int = 0, seed_aug: int | None = None,
                  mean_image: np.ndarray | None = None, identities: bool = False,
