@@ -343,7 +343,7 @@ class ShardSetReader(Records):
         """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""
         return blocks_of(len(self), self.nbytes) if self._remote else 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int) -> None:
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0) -> None:
         """One in-memory window of blocks for every remote shard (those opened later too), unless they have a
         disk cache; a global shuffle of remote shards warns what it costs."""
         if not self._remote or not len(self):
@@ -351,7 +351,7 @@ class ShardSetReader(Records):
         if shuffle_block <= 0:
             warn_global_shuffle(self.path, len(self))
             return
-        blocks = read_ahead_blocks(shuffle_block, shuffle_window, len(self), self.nbytes)
+        blocks = read_ahead_blocks(shuffle_block, shuffle_window, lookahead, len(self), self.nbytes)
         if self.cache_dir is None:
             self.cache_dir = blocks  # shards opened later read through it too
         for reader in self._readers:

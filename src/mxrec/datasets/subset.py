@@ -72,8 +72,8 @@ class RecordSubset(Records):
         """The reader's choice, in records of the subset."""
         return blocks_of(len(self), self.nbytes) if self.reader.default_shuffle_block() else 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int) -> None:
-        self.reader.read_ahead(shuffle_block, shuffle_window)
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0) -> None:
+        self.reader.read_ahead(shuffle_block, shuffle_window, lookahead)
 
     def describe(self, position: int) -> str:
         return self.reader.describe(int(self.positions[position]))

@@ -73,13 +73,21 @@ def record_ends(offsets: np.ndarray, size: int) -> np.ndarray:
     return np.where(following < len(starts), starts[np.minimum(following, len(starts) - 1)], size).astype(np.int64)
 
 
-def read_ahead_blocks(shuffle_block: int, shuffle_window: int, num_records: int, nbytes: int) -> MemoryBlocks:
+def read_ahead_blocks(shuffle_block: int, shuffle_window: int, lookahead: int, num_records: int,
+                      nbytes: int) -> MemoryBlocks:
     """The in-memory blocks a block-shuffled epoch re-reads: each block of a window is fetched once, then served
     from memory while the window lasts (per process: ranks and ``DataLoader`` workers each fetch what they read;
-    a shared ``cache_dir`` fetches it once per machine)."""
-    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_block * nbytes / max(num_records, 1)))
-    # shuffle blocks are record-aligned, file blocks are not: a window spans up to twice its blocks, plus one
-    return MemoryBlocks((2 * shuffle_window + 2) * block_bytes, block_bytes)
+    a shared ``cache_dir`` fetches it once per machine).
+
+    The memory holds every window the reader may be working on at once: the current one and those the next
+    ``lookahead`` records of the order reach into. File blocks are a quarter of a shuffle block (at least
+    :data:`MIN_WINDOW_BLOCK`), so a record-aligned shuffle block costs little more than its own bytes.
+    """
+    shuffle_bytes = shuffle_block * nbytes / max(num_records, 1)
+    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_bytes / 4))
+    windows = -(-max(lookahead, 1) // (shuffle_block * shuffle_window)) + 1
+    per_shuffle_block = -(-int(shuffle_bytes) // block_bytes) + 1  # file blocks one shuffle block touches
+    return MemoryBlocks((windows * shuffle_window * per_shuffle_block + 2) * block_bytes, block_bytes)
 
 
 def warn_global_shuffle(path: str, num_records: int) -> None:
@@ -255,13 +263,13 @@ class RemoteRecordReader(Records):
         """Blocks of about :data:`~mxrec.io.records.REMOTE_BLOCK_BYTES`: every jump costs a request."""
         return blocks_of(len(self), self.nbytes)
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int) -> None:
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0) -> None:
         """Keep the file blocks a shuffle window re-reads in memory, unless a disk cache keeps them already
         (see :func:`read_ahead_blocks`); a global shuffle (``shuffle_block=0``) costs a request per record: warn."""
         if shuffle_block <= 0:
             warn_global_shuffle(self.path, len(self))
         elif len(self):
-            self.keep_blocks_in(read_ahead_blocks(shuffle_block, shuffle_window, len(self), self.nbytes))
+            self.keep_blocks_in(read_ahead_blocks(shuffle_block, shuffle_window, lookahead, len(self), self.nbytes))
 
     def keep_blocks_in(self, blocks: BlockStore) -> None:
         """Read through ``blocks`` (a read-ahead window) unless the file already has a cache."""

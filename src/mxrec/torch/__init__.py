@@ -422,7 +422,7 @@ class ImageRecordIterable(_ImageRecords, IterableDataset):
         self.sampler = _batch_sampler(len(self.reader), self.reader, batch_size, shuffle, seed, rank, world_size,
                                       drop_last, shuffle_block, shuffle_window, stick_to_shard, pad_last_batch)
         if shuffle:
-            self.reader.read_ahead(self.sampler.shuffle_block, self.sampler.shuffle_window)
+            self.reader.read_ahead(self.sampler.shuffle_block, self.sampler.shuffle_window, batch_size)
         self.rank, self.world_size = self.sampler.part_index, self.sampler.num_parts
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -17,7 +17,7 @@ from mxrec.io.lists import read_list
 from mxrec.storage.filesystem import StorageOptions, is_url, join, read_bytes
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher
+from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sampler import (
     DEFAULT_SHUFFLE_WINDOW,
     NO_LEFTOVER,
@@ -107,7 +107,7 @@ class ImageIter(BatchIter):
         block = shuffle_block_for(self._reader, shuffle_block) if self._reader is not None else (shuffle_block or 0)
         block = block if shuffle else 0
         if shuffle and self._reader is not None:
-            self._reader.read_ahead(block, shuffle_window)
+            self._reader.read_ahead(block, shuffle_window, lookahead(batch_size, prefetch_buffer))
         sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
                                part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle],
                                shuffle_block=block, shuffle_window=shuffle_window, stick_to_shard=stick_to_shard,

@@ -1,23 +1,18 @@
-"""Remote records fetched a batch at a time, ahead of decoding: the iterators' bridge to remote readers.
+"""Records fetched a batch at a time, ahead of decoding: the iterators' one read path.
 
 The pipeline decodes one sample per call (``load(position, ...)``); a remote
 reader must not be asked one record per request. A :class:`BatchPrefetcher`
 sits between them: :meth:`BatchPrefetcher.plans` passes the batch plans
 through to the pipeline and, as the pipeline takes each plan (up to its
-``prefetch`` batches ahead), starts one ``reader.read_batch`` of all the plan's
-records on a small thread pool -- coalesced ranged reads, see
-:mod:`mxrec.storage.remote_file`. :meth:`BatchPrefetcher.payload` then hands each
-sample its bytes, waiting for that fetch if it is still running. Records are
-dropped once every slot that asked for them has been served, or by
-:meth:`BatchPrefetcher.clear` when the iterator restarts.
-
-:func:`read_ahead_window` gives a remote reader that is read in a
-block-shuffled order an in-memory window of file blocks
-(:class:`~mxrec.storage.block_cache.MemoryBlocks`), unless it already has a disk cache:
-the batches of one shuffle window then share the blocks fetched for the
-first of them, so each block is fetched once per epoch (per process: ranks and
-``DataLoader`` workers each fetch what they read; a shared ``cache_dir``
-fetches it once per machine).
+``prefetch`` batches ahead), starts one ``reader.fetch`` of all the plan's
+records on a small thread pool (:meth:`mxrec.io.records.Records.fetch`: views
+of a local mapping, coalesced ranged reads of a remote file).
+:meth:`BatchPrefetcher.payload` then hands each sample its bytes, waiting for
+that fetch if it is still running. Records are dropped once every slot that
+asked for them has been served, or by :meth:`BatchPrefetcher.clear` when the
+iterator restarts. A block-shuffled remote reader keeps the blocks of its
+shuffle windows in memory itself (:meth:`mxrec.io.records.Records.read_ahead`,
+told how far ahead :func:`lookahead` fetches).
 """
 
 from __future__ import annotations
@@ -32,6 +27,12 @@ from mxrec.io.records import Records
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
 
 FETCH_THREADS = 2  # batches fetched at once (each fetch is itself concurrent ranged reads)
+
+
+def lookahead(batch_size: int, prefetch: int) -> int:
+    """Records fetched before the batch being consumed is done: the pipeline's ``prefetch`` batches, the one it
+    fills and the one the fetch threads start next."""
+    return (prefetch + 2) * batch_size
 
 
 class BatchPrefetcher:

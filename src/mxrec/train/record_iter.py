@@ -36,7 +36,7 @@ from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher
+from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sample_loader import RecordSampleLoader
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts, shuffle_block_for
 
@@ -222,7 +222,7 @@ class ImageRecordIter(BatchIter):
             last_batch = "wrap" if p.round_batch else "partial"
         block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
         if p.shuffle:
-            self._reader.read_ahead(block, p.shuffle_window)
+            self._reader.read_ahead(block, p.shuffle_window, lookahead(p.batch_size, p.prefetch_buffer))
         sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
                                part_index=part_index, last_batch=last_batch, shuffle_block=block,
                                shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
