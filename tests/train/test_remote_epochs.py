@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from mxrec.io.remote_reader import GlobalShuffleWarning
-from mxrec.io.writer import RecordWriter
 from mxrec.train import ImageRecordIter
-from testkit.datasets import _record, jpeg, photo
+from testkit.datasets import make_photo_set
 
 COUNT = 480
 OPTIONS = dict(data_shape=(3, 16, 16), resize=16, batch_size=16, shuffle=True, seed=3, preprocess_threads=2)
@@ -22,9 +21,7 @@ OPTIONS = dict(data_shape=(3, 16, 16), resize=16, batch_size=16, shuffle=True, s
 def s3_images(s3_server, s3_bucket, tmp_path: Path) -> tuple[str, dict, int]:
     """``(url, storage options, .rec size)``: 480 photos of about 13 KB on the S3 test server."""
     rec = tmp_path / "photos.rec"
-    with RecordWriter(rec, index=True) as writer:
-        for key in range(COUNT):
-            writer.write(_record(key, key % 5, jpeg(photo(key, 160, 120), quality=95)), key=key)
+    make_photo_set(rec, COUNT)
     s3_server.put_object(s3_bucket, "photos.rec", rec.read_bytes())
     s3_server.put_object(s3_bucket, "photos.idx", rec.with_suffix(".idx").read_bytes())
     return f"s3://{s3_bucket}/photos.rec", s3_server.storage_options(), rec.stat().st_size

@@ -17,7 +17,7 @@ from mxrec.datasets.face_set import FaceSet, check_layout_name, read_face_set
 from mxrec.datasets.shard_set import open_dataset
 from mxrec.datasets.subset import RecordSubset
 from mxrec.io.records import Records
-from mxrec.storage.block_cache import BlockStore
+from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import StorageOptions
 
 
@@ -32,7 +32,7 @@ class Samples:
 def open_samples(spec: str | os.PathLike | Sequence[str | os.PathLike], *,
                  index: str | os.PathLike | bool | None = None, layout: str = "auto",
                  storage_options: StorageOptions = None,
-                 cache_dir: str | os.PathLike | BlockStore | None = None) -> Samples:
+                 cache_dir: str | os.PathLike | BlockCache | None = None) -> Samples:
     """Open ``spec`` (anything :func:`~mxrec.datasets.shard_set.open_dataset` takes) and find its samples.
 
     ``layout``: ``"auto"`` (a face set's faces, else every record), ``"insightface"`` (it must be a face set)

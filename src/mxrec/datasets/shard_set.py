@@ -45,8 +45,9 @@ from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
 from mxrec.io.opener import RecordReader
 from mxrec.io.records import Records, blocks_of
-from mxrec.io.remote_reader import RemoteRecordReader, read_ahead_blocks, warn_global_shuffle
-from mxrec.storage.block_cache import BlockCache, BlockStore
+from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
+from mxrec.io.shuffle_window import ShuffleWindow
+from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import (
     StorageOptions,
     basename,
@@ -144,7 +145,7 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
 def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
                  storage_options: StorageOptions = None,
-                 cache_dir: str | os.PathLike | BlockStore | None = None) -> Records:
+                 cache_dir: str | os.PathLike | BlockCache | None = None) -> Records:
     """Open a dataset however it is stored (see the module docstring).
 
     ``index`` applies to a single file (an ``.idx`` path, ``True``/``False``/``None``
@@ -178,7 +179,7 @@ class ShardSetReader(Records):
 
     def __init__(self, shards: Sequence[Shard], *, manifest: str | None = None, index: bool | None = None,
                  key_type: KeyType = int, duplicates: Literal["error", "last"] = "error", strict: bool = True,
-                 storage_options: StorageOptions = None, cache_dir: BlockStore | None = None) -> None:
+                 storage_options: StorageOptions = None, cache_dir: BlockCache | None = None) -> None:
         if not shards:
             raise ManifestError(manifest, "a shard set needs at least one shard")
         self.shards = list(shards)
@@ -193,6 +194,8 @@ class ShardSetReader(Records):
         self.index_path = None  # one .idx per shard
         self._remote = any(is_url(s.rec) for s in self.shards)
         self._readers: list[Records | None] = [None] * len(self.shards)
+        self._window: ShuffleWindow | None = None  # see read_ahead
+        self._window_origin = 0
         self._positions: dict | None = None
         self._keys: list | None = None
         if manifest is not None and not self._remote:
@@ -234,6 +237,7 @@ class ShardSetReader(Records):
                 raise ManifestError(self.manifest, f"{self._where(number)} holds {len(reader)} records, the "
                                                    f"manifest says {shard.records}")
             self._readers[number] = reader
+            self._share_window(number, reader)
         return reader
 
     @property
@@ -343,20 +347,22 @@ class ShardSetReader(Records):
         """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""
         return blocks_of(len(self), self.nbytes) if self._remote else 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0) -> None:
-        """One in-memory window of blocks for every remote shard (those opened later too), unless they have a
-        disk cache; a global shuffle of remote shards warns what it costs."""
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+        """One in-memory window of shuffle blocks shared by every remote shard (those opened later too), in the
+        set's numbering of positions; a global shuffle of remote shards warns what it costs."""
         if not self._remote or not len(self):
             return
         if shuffle_block <= 0:
             warn_global_shuffle(self.path, len(self))
             return
-        blocks = read_ahead_blocks(shuffle_block, shuffle_window, lookahead, len(self), self.nbytes)
-        if self.cache_dir is None:
-            self.cache_dir = blocks  # shards opened later read through it too
-        for reader in self._readers:
-            if isinstance(reader, RemoteRecordReader):
-                reader.keep_blocks_in(blocks)
+        self._window = ShuffleWindow.sized(shuffle_block, shuffle_window, lookahead)
+        self._window_origin = origin
+        for number, reader in enumerate(self._readers):
+            self._share_window(number, reader)
+
+    def _share_window(self, number: int, reader: Records | None) -> None:
+        if self._window is not None and isinstance(reader, RemoteRecordReader):
+            reader.share_window(self._window, self._window_origin + int(self.starts[number]))
 
     def close(self) -> None:
         for reader in self._readers:

@@ -9,13 +9,13 @@ from mxrec.format.idx import KeyType
 from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.records import Records
 from mxrec.io.remote_reader import RemoteRecordReader
-from mxrec.storage.block_cache import BlockStore
+from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import StorageOptions, is_url
 
 
 def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
-                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockStore | None = None,
+                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
                  size: int | None = None, version: str | None = None) -> Records:
     """Open one ``.rec`` file: a :class:`~mxrec.io.local_reader.LocalRecordReader` for a local path (or
     ``file://``), a :class:`~mxrec.io.remote_reader.RemoteRecordReader` for any other URL.

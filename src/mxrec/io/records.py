@@ -144,11 +144,11 @@ class Records(ABC):
         as here; blocks of about :data:`REMOTE_BLOCK_BYTES` where every jump costs a request."""
         return 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0) -> None:
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
         """Get ready to be read in a shuffled order of blocks of ``shuffle_block`` consecutive records, mixed
         ``shuffle_window`` blocks at a time (``0``: a global shuffle), fetched up to ``lookahead`` records of the
-        order ahead of the one being used. Local files need nothing; remote ones keep the blocks their windows
-        re-read in memory, so each is fetched once per epoch."""
+        order ahead of the one being used; position 0 is number ``origin`` of the order's numbering. Local files
+        need nothing; remote ones keep the blocks being read in memory, so each is fetched once per epoch."""
         return None
 
     def __enter__(self) -> Records:

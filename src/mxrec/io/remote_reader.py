@@ -46,14 +46,12 @@ from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_inde
 from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
 from mxrec.io.records import Records, blocks_of
-from mxrec.storage.block_cache import BlockCache, BlockStore, MemoryBlocks
+from mxrec.io.shuffle_window import ShuffleWindow
+from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import StorageOptions, is_url, read_bytes
 from mxrec.storage.remote_file import RemoteFile
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
-
-
-MIN_WINDOW_BLOCK = 256 << 10  # the smallest block a read-ahead window fetches
 
 
 class GlobalShuffleWarning(UserWarning):
@@ -71,23 +69,6 @@ def record_ends(offsets: np.ndarray, size: int) -> np.ndarray:
     starts = np.unique(offsets)
     following = np.searchsorted(starts, offsets, side="right")
     return np.where(following < len(starts), starts[np.minimum(following, len(starts) - 1)], size).astype(np.int64)
-
-
-def read_ahead_blocks(shuffle_block: int, shuffle_window: int, lookahead: int, num_records: int,
-                      nbytes: int) -> MemoryBlocks:
-    """The in-memory blocks a block-shuffled epoch re-reads: each block of a window is fetched once, then served
-    from memory while the window lasts (per process: ranks and ``DataLoader`` workers each fetch what they read;
-    a shared ``cache_dir`` fetches it once per machine).
-
-    The memory holds every window the reader may be working on at once: the current one and those the next
-    ``lookahead`` records of the order reach into. File blocks are a quarter of a shuffle block (at least
-    :data:`MIN_WINDOW_BLOCK`), so a record-aligned shuffle block costs little more than its own bytes.
-    """
-    shuffle_bytes = shuffle_block * nbytes / max(num_records, 1)
-    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_bytes / 4))
-    windows = -(-max(lookahead, 1) // (shuffle_block * shuffle_window)) + 1
-    per_shuffle_block = -(-int(shuffle_bytes) // block_bytes) + 1  # file blocks one shuffle block touches
-    return MemoryBlocks((windows * shuffle_window * per_shuffle_block + 2) * block_bytes, block_bytes)
 
 
 def warn_global_shuffle(path: str, num_records: int) -> None:
@@ -113,7 +94,7 @@ class RemoteRecordReader(Records):
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
-                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockStore | None = None,
+                 storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
                  size: int | None = None, version: str | None = None) -> None:
         if duplicates not in ("error", "last"):
             raise ValueError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
@@ -136,6 +117,9 @@ class RemoteRecordReader(Records):
         self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
+        self._window: ShuffleWindow | None = None  # see read_ahead
+        self._origin = 0
+        self._extents: dict[int, tuple[int, int] | None] = {}
         self._key_store = KeyStore(parsed.keys)
         self._table = memoryview(parsed.offsets)  # as RecordReader's
 
@@ -246,9 +230,10 @@ class RemoteRecordReader(Records):
         at = np.asarray(positions, dtype=np.int64)
         if at.size and (at.max() >= len(self.offsets) or at.min() < -len(self.offsets)):
             raise IndexError(f"{self.path}: record position out of range for {len(self.offsets)} records")
+        at = np.where(at < 0, at + len(self.offsets), at)
         starts, ends = self.offsets[at].tolist(), self.ends[at].tolist()
         ranges = list(zip(starts, ends, strict=True))
-        datas = self.file.read_ranges(ranges)
+        datas = self.file.read_ranges(ranges) if self._window is None else self._windowed(at, ranges)
         out = []
         for position, (start, end), data in zip(at.tolist(), ranges, datas, strict=True):
             try:
@@ -263,18 +248,49 @@ class RemoteRecordReader(Records):
         """Blocks of about :data:`~mxrec.io.records.REMOTE_BLOCK_BYTES`: every jump costs a request."""
         return blocks_of(len(self), self.nbytes)
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0) -> None:
-        """Keep the file blocks a shuffle window re-reads in memory, unless a disk cache keeps them already
-        (see :func:`read_ahead_blocks`); a global shuffle (``shuffle_block=0``) costs a request per record: warn."""
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+        """Keep the shuffle blocks being read in memory (:class:`~mxrec.io.shuffle_window.ShuffleWindow`), unless
+        a disk cache keeps the file already; a global shuffle (``shuffle_block=0``) costs a request per record:
+        warn."""
         if shuffle_block <= 0:
             warn_global_shuffle(self.path, len(self))
         elif len(self):
-            self.keep_blocks_in(read_ahead_blocks(shuffle_block, shuffle_window, lookahead, len(self), self.nbytes))
+            self.share_window(ShuffleWindow.sized(shuffle_block, shuffle_window, lookahead), origin)
 
-    def keep_blocks_in(self, blocks: BlockStore) -> None:
-        """Read through ``blocks`` (a read-ahead window) unless the file already has a cache."""
+    def share_window(self, window: ShuffleWindow, origin: int = 0) -> None:
+        """Read through ``window`` (unless the file has a disk cache); this file's position 0 is number
+        ``origin`` of the shuffled order (a shard's first position in its set)."""
         if self.file.cache is None:
-            self.file.cache = blocks
+            self._window, self._origin, self._extents = window, origin, {}
+
+    def _extent(self, number: int) -> tuple[int, int] | None:
+        """The bytes shuffle block ``number`` spans; ``None`` when its records are not together in the file."""
+        if number not in self._extents:
+            k = self._window.shuffle_block
+            lo, hi = max(0, number * k - self._origin), min(len(self), (number + 1) * k - self._origin)
+            start, end = int(self.offsets[lo:hi].min()), int(self.ends[lo:hi].max())
+            needed = int((self.ends[lo:hi] - self.offsets[lo:hi]).sum())
+            self._extents[number] = (start, end) if end - start <= 2 * needed + (64 << 10) else None
+        return self._extents[number]
+
+    def _windowed(self, at: np.ndarray, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of ``ranges`` (records ``at``) cut from their shuffle blocks, fetched once through the window."""
+        window = self._window
+        numbers = ((at + self._origin) // window.shuffle_block).tolist()
+        together = sorted({n for n in numbers if self._extent(n) is not None})
+        blocks = window.blocks(self.path, together, lambda missing: self.file.read_ranges(
+            [self._extent(n) for n in missing]))
+        out: list[bytes | None] = [None] * len(ranges)
+        apart = []
+        for slot, (n, (start, end)) in enumerate(zip(numbers, ranges, strict=True)):
+            extent = self._extents[n]
+            if extent is None:
+                apart.append(slot)
+            else:
+                out[slot] = blocks[n][start - extent[0]:end - extent[0]]
+        for slot, data in zip(apart, self.file.read_ranges([ranges[s] for s in apart]), strict=True):
+            out[slot] = data
+        return out  # type: ignore[return-value]
 
     def _refetch(self, position: int, start: int, end: int) -> bytes:
         """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""

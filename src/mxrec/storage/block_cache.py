@@ -17,10 +17,6 @@ Safe with several processes (``DataLoader`` workers, ranks on one node):
   refreshed on every hit) once the folder exceeds ``max_bytes``; a block
   evicted under a reader's feet is simply a miss.
 
-:class:`MemoryBlocks` is the same interface in memory, bounded, for one
-process: the read-ahead window of a block-shuffled epoch (each block of the
-window fetched once, then served from memory while the window lasts).
-
 ``cache_dir`` comes from the API (``cache_dir=``) or the environment
 (``MXREC_CACHE_DIR``); the bound from ``max_bytes`` or ``MXREC_CACHE_SIZE``
 (bytes, or with a unit: ``20GB``, default 10 GiB); the block size from
@@ -34,9 +30,6 @@ import hashlib
 import os
 import re
 import secrets
-import threading
-from abc import ABC, abstractmethod
-from collections import OrderedDict
 
 ENV_DIR = "MXREC_CACHE_DIR"
 ENV_SIZE = "MXREC_CACHE_SIZE"
@@ -58,57 +51,26 @@ def parse_bytes(text: str | int) -> int:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-class BlockStore(ABC):
-    """Blocks of remote files, ``block_size`` bytes each, kept somewhere: what a ``RemoteFile`` reads through.
-
-    :class:`BlockCache` keeps them on local disk, :class:`MemoryBlocks` in this process's memory.
-    """
-
-    def __init__(self, max_bytes: int | str, block_size: int | str) -> None:
-        self.max_bytes = parse_bytes(max_bytes)
-        self.block_size = parse_bytes(block_size)
-        if self.block_size < 1 or self.max_bytes < self.block_size:
-            raise ValueError(f"{type(self).__name__}: need 1 <= block_size <= max_bytes, got {self.block_size} "
-                             f"and {self.max_bytes}")
-        self.hits = 0
-        self.misses = 0
-
-    @staticmethod
-    def file_id(url: str, size: int, version: str | None) -> str:
-        """The name of one version of one remote file."""
-        return hashlib.sha256(f"{url}\0{size}\0{version or ''}".encode()).hexdigest()[:32]
-
-    def block_length(self, size: int, number: int) -> int:
-        """Bytes in block ``number`` of a ``size``-byte file."""
-        return max(0, min(self.block_size, size - number * self.block_size))
-
-    @abstractmethod
-    def get(self, file_id: str, number: int, length: int) -> bytes | None:
-        """Block ``number`` if it is kept whole (exactly ``length`` bytes), else None."""
-
-    @abstractmethod
-    def put(self, file_id: str, number: int, data: bytes) -> None:
-        """Keep block ``number``."""
-
-    @abstractmethod
-    def usage(self) -> list[tuple[float, int, str]]:
-        """``(last use, bytes, name)`` of every block kept."""
-
-
-class BlockCache(BlockStore):
+class BlockCache:
     """Blocks of remote files under ``directory``, at most ``max_bytes`` in all (see the module docstring)."""
 
     def __init__(self, directory: str | os.PathLike, max_bytes: int | str | None = None,
                  block_size: int | str | None = None) -> None:
-        super().__init__(max_bytes if max_bytes is not None else os.environ.get(ENV_SIZE, DEFAULT_MAX_BYTES),
-                         block_size if block_size is not None else os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
         self.directory = os.path.abspath(os.fspath(directory))
+        self.max_bytes = parse_bytes(max_bytes if max_bytes is not None else
+                                     os.environ.get(ENV_SIZE, DEFAULT_MAX_BYTES))
+        self.block_size = parse_bytes(block_size if block_size is not None else
+                                      os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
+        if self.block_size < 1 or self.max_bytes < self.block_size:
+            raise ValueError(f"cache: need 1 <= block_size <= max_bytes, got {self.block_size} and {self.max_bytes}")
+        self.hits = 0
+        self.misses = 0
         self._written = 0
 
     @classmethod
-    def from_setting(cls, cache_dir: str | os.PathLike | BlockStore | None) -> BlockStore | None:
+    def from_setting(cls, cache_dir: str | os.PathLike | BlockCache | None) -> BlockCache | None:
         """The cache ``cache_dir`` asks for: an existing cache, a folder, or (None) ``$MXREC_CACHE_DIR`` if set."""
-        if isinstance(cache_dir, BlockStore):
+        if isinstance(cache_dir, BlockCache):
             return cache_dir
         folder = cache_dir if cache_dir is not None else os.environ.get(ENV_DIR) or None
         return None if folder is None else cls(folder)
@@ -118,6 +80,15 @@ class BlockCache(BlockStore):
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"], state["max_bytes"], state["block_size"])
+
+    @staticmethod
+    def file_id(url: str, size: int, version: str | None) -> str:
+        """The folder name of one version of one remote file."""
+        return hashlib.sha256(f"{url}\0{size}\0{version or ''}".encode()).hexdigest()[:32]
+
+    def block_length(self, size: int, number: int) -> int:
+        """Bytes in block ``number`` of a ``size``-byte file."""
+        return max(0, min(self.block_size, size - number * self.block_size))
 
     def _path(self, file_id: str, number: int) -> str:
         return os.path.join(self.directory, file_id, str(number))
@@ -191,47 +162,3 @@ class BlockCache(BlockStore):
     def __repr__(self) -> str:
         return f"BlockCache({self.directory!r}, max_bytes={self.max_bytes}, block_size={self.block_size})"
 
-
-class MemoryBlocks(BlockStore):
-    """Blocks kept in this process's memory, at most ``max_bytes``, least recently used dropped first.
-
-    Not shared between processes; pickled, it arrives empty.
-    """
-
-    def __init__(self, max_bytes: int | str, block_size: int | str) -> None:
-        super().__init__(max_bytes, block_size)
-        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
-        self._held = 0
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict:
-        return {"max_bytes": self.max_bytes, "block_size": self.block_size}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["max_bytes"], state["block_size"])
-
-    def get(self, file_id: str, number: int, length: int) -> bytes | None:
-        with self._lock:
-            data = self._blocks.get((file_id, number))
-            if data is None or len(data) != length:
-                self.misses += 1
-                return None
-            self._blocks.move_to_end((file_id, number))
-            self.hits += 1
-            return data
-
-    def put(self, file_id: str, number: int, data: bytes) -> None:
-        with self._lock:
-            old = self._blocks.pop((file_id, number), None)
-            self._held += len(data) - (len(old) if old is not None else 0)
-            self._blocks[(file_id, number)] = data
-            while self._held > self.max_bytes and len(self._blocks) > 1:
-                _, dropped = self._blocks.popitem(last=False)
-                self._held -= len(dropped)
-
-    def usage(self) -> list[tuple[float, int, str]]:
-        with self._lock:
-            return [(0.0, len(data), f"{key[0]}/{key[1]}") for key, data in self._blocks.items()]
-
-    def __repr__(self) -> str:
-        return f"MemoryBlocks(max_bytes={self.max_bytes}, block_size={self.block_size})"

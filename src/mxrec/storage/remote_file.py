@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mxrec.errors import RemoteError
-from mxrec.storage.block_cache import BlockStore
+from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import ShortReadError, StorageOptions, filesystem, is_transient, remote_error
 
 DEFAULT_MAX_GAP = 256 << 10
@@ -87,7 +87,7 @@ class RemoteFile:
     """
 
     def __init__(self, url: str, storage_options: StorageOptions = None, *, size: int | None = None,
-                 version: str | None = None, cache: BlockStore | None = None,
+                 version: str | None = None, cache: BlockCache | None = None,
                  policy: RequestPolicy = RequestPolicy()) -> None:
         self.url, self.storage_options, self.cache, self.policy = url, dict(storage_options or {}), cache, policy
         self._size, self.version = size, version

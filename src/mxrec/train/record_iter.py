@@ -33,8 +33,9 @@ from mxrec.errors import ListFileError, ParameterError
 from mxrec.io.lists import read_list
 from mxrec.storage.atomic import atomic_open
 from mxrec.train.augment import AugmentParams
-from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.dataiter import BatchIter, DataDesc, data_shape_of
 from mxrec.train.normalize import NormalizeParams
+from mxrec.train.params import split_params
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sample_loader import RecordSampleLoader
@@ -186,17 +187,16 @@ class ImageRecordIter(BatchIter):
     """
 
     def __init__(self, **params: Any) -> None:
-        iter_names, augment_names, normalize_names = (RecordIterParams.names(), AugmentParams.names(),
-                                                      NormalizeParams.names())
-        check_names(params, (*iter_names, *augment_names, *normalize_names), "ImageRecordIter")
-        if "rotate_list" in params:
-            params["rotate_list"] = _rotate_list(params["rotate_list"])
+        own, augment, normalize = split_params(params, (RecordIterParams, AugmentParams, NormalizeParams),
+                                               "ImageRecordIter")
+        if "rotate_list" in augment:
+            augment["rotate_list"] = _rotate_list(augment["rotate_list"])
         missing = [name for name in ("path_imgrec", "data_shape", "batch_size") if name not in params]
         if missing:
             raise ParameterError(f"ImageRecordIter: missing required parameter(s) {', '.join(missing)}")
-        p = self.params = RecordIterParams(**{k: v for k, v in params.items() if k in iter_names})
-        self.augment_params = AugmentParams(**{k: v for k, v in params.items() if k in augment_names})
-        self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
+        p = self.params = RecordIterParams(**own)
+        self.augment_params = AugmentParams(**augment)
+        self.normalize_params = NormalizeParams(**normalize)
         channels, height, width = p.data_shape
         mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
         labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
