@@ -5,15 +5,18 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
   ``.idx``, ``.lst``).
-* :mod:`mxrec.io`: files, local or remote (memory maps, fsspec URLs, ranged reads, the block cache, atomic
-  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files).
-  :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.storage`: bytes of files, local or remote (fsspec URLs, ranged reads, the block cache, memory
+  maps, atomic output), nothing about records.
+* :mod:`mxrec.io`: record files (the ``Records`` contract, ``RecordReader``, ``RecordWriter``, ``.idx`` and
+  ``.lst`` files, sharded output). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.datasets`: records composed into datasets (shard sets and ``open_dataset``, subsets, face sets).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
-  (``ImageRecordIter``, ``ImageIter``).
+  (``ImageRecordIter``, ``ImageIter``); above them :mod:`mxrec.torch` (PyTorch datasets) and
+  :mod:`mxrec.ray` (Ray Data).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
-Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.torch` (PyTorch datasets).
+Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
 """
 
 from mxrec import recordio
@@ -45,6 +48,7 @@ from mxrec.errors import (
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
 from mxrec.io.opener import RecordReader
+from mxrec.io.records import Records
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records
 from mxrec.packing.job import pack_list, pack_prefix
@@ -76,6 +80,7 @@ __all__ = [
     "RecordKeyError",
     "RecordReader",
     "RecordWriter",
+    "Records",
     "RemoteAccessError",
     "RemoteError",
     "RemoteNotFoundError",

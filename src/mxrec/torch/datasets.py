@@ -57,7 +57,7 @@ class RecordDataset(Dataset):
 class ImageRecordDataset(ImageSamples, Dataset):
     """``ds[i]`` = ``(image, label)`` of record ``i``: HWC RGB ``uint8`` (``flag=0``: HW grey), label(s).
 
-    See the module docstring for ``on_broken``, ``label_dtype`` and remote datasets.
+    See docs/torch.md for ``on_broken``, ``label_dtype`` and remote datasets.
 
     ``preprocess``: ``ImageRecordIter``'s augmentation and normalisation
     parameters (``data_shape`` required; ``random_resized_crop``,
@@ -157,7 +157,7 @@ class ImageRecordDataset(ImageSamples, Dataset):
 class ImageRecordIterable(ImageSamples, IterableDataset):
     """``(image, label)`` pairs of this rank's lock-step batches, split between ``DataLoader`` workers.
 
-    Pass the ``DataLoader``'s ``batch_size`` (see the module docstring); ``len``
+    Pass the ``DataLoader``'s ``batch_size`` (see docs/torch.md); ``len``
     is this rank's samples per epoch. ``drop_last`` drops the last incomplete
     step of every epoch instead of filling it from the start of the order.
     """

@@ -33,7 +33,7 @@ def rank_sampler(num_records: int, *, reader: Records | None, batch_size: int, s
 class DistributedBatchSampler(Sampler):
     """This rank's batches (lists of positions) of a map-style dataset: ``DataLoader(ds, batch_sampler=this)``.
 
-    ``dataset`` is the dataset (or its length). See the module docstring for
+    ``dataset`` is the dataset (or its length). See docs/torch.md for
     the order, ``set_epoch``, and resuming (``state_dict`` is the global
     position after the batches this sampler has handed to the loader).
     """
