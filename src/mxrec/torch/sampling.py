@@ -8,8 +8,7 @@ documents the order, shuffles, last batches and resuming).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sized
 
 from torch.utils.data import Sampler
 
@@ -38,7 +37,7 @@ class DistributedBatchSampler(Sampler):
     position after the batches this sampler has handed to the loader).
     """
 
-    def __init__(self, dataset: Any, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+    def __init__(self, dataset: Sized | int, batch_size: int, *, shuffle: bool = True, seed: int = 0,
                  rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
                  shuffle_block: int | None = None, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
                  stick_to_shard: bool = False, pad_last_batch: bool = True) -> None:
