@@ -71,7 +71,7 @@ def test_fork_dataloader_over_s3_with_the_dataset_used_in_the_parent(s3_dataset)
     pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
-    from mxrec.torch import ImageRecordDataset, RecordDataset
+    from mxrec.torch import ImageRecordDataset, ImageRecordIterable, RecordDataset
 
     url, options, payloads = s3_dataset
     records = RecordDataset(url, storage_options=options)
@@ -87,3 +87,9 @@ def test_fork_dataloader_over_s3_with_the_dataset_used_in_the_parent(s3_dataset)
     samples = [sample for batch in loader for sample in batch]
     assert len(samples) == COUNT and [int(label) for _, label in samples] == [k % 4 for k in range(COUNT)]
     assert np.array_equal(samples[0][0], first_image) and samples[0][1] == first_label
+
+    iterable = ImageRecordIterable(url, batch_size=6, shuffle=False, storage_options=options)
+    assert next(iter(iterable))[1] == 0  # used in the parent first
+    loader = DataLoader(iterable, batch_size=6, num_workers=2, multiprocessing_context="fork", collate_fn=list,
+                        timeout=WAIT_SECONDS)
+    assert sorted(int(label) for batch in loader for _, label in batch) == sorted(k % 4 for k in range(COUNT))

@@ -43,6 +43,14 @@ def test_record_dataset(rec):
     assert RecordDataset(rec, transform=len)[0] == len(reader[0])
 
 
+@pytest.mark.parametrize("make", [lambda rec: RecordDataset(rec, None, len),
+                                  lambda rec: ImageRecordDataset(rec, None, 1),
+                                  lambda rec: ImageRecordIterable(rec, None, 8)])
+def test_constructor_options_are_keywords(rec, make):
+    with pytest.raises(TypeError, match="positional"):
+        make(rec)
+
+
 def test_image_record_dataset_item(rec):
     img, label = ImageRecordDataset(rec)[0]
     assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3
