@@ -11,7 +11,8 @@
   (contact sheets), :mod:`~mxrec.doctor.repair` (a clean copy of a damaged file).
 
 Library code reports progress through ``progress(done, total)`` callbacks and
-never prints. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,
+never prints. The checks read whole files byte by byte (framing, padding, what lies between records), so they map
+them through :mod:`mxrec.storage` rather than reading records. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,
 :mod:`mxrec.storage`, :mod:`mxrec.io`,
 :mod:`mxrec.datasets`, :mod:`mxrec.image`.
 """

@@ -14,6 +14,7 @@
 * :mod:`~mxrec.ray.verify_tasks`: ``mxrec verify --engine ray`` (:func:`verify_dataset_ray`): the doctor's
   per-record facts gathered by Ray tasks, then the same checks as locally.
 
+Read tasks fetch their piece of a file (a byte range of whole records) through :mod:`mxrec.storage`.
 Importing this package without Ray installed raises a one-line :class:`~mxrec.errors.MissingExtraError` that
 names the extra; everything else in mxrec works without Ray (the command line imports this lazily).
 May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`, :mod:`mxrec.datasets`,

@@ -10,8 +10,11 @@
 * :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).
 * :mod:`~mxrec.train.record_iter`: ``ImageRecordIter``; :mod:`~mxrec.train.image_iter`: ``ImageIter``.
 * :mod:`~mxrec.train.face_pairs`: InsightFace verification sets (``lfw.bin``, ...) as numpy arrays.
+* :mod:`~mxrec.train.params`: keyword parameters split between the parameter groups (one place).
 
-May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`,
+Records are opened with :func:`~mxrec.datasets.samples.open_samples` and read through the
+:class:`~mxrec.io.records.Records` contract only; :mod:`mxrec.storage` serves files that are not records
+(image files named by a list, a mean image written atomically). May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`,
 :mod:`mxrec.datasets`, :mod:`mxrec.image`, :mod:`mxrec.transforms`.
 """
 
