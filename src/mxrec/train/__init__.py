@@ -14,7 +14,8 @@
 
 Records are opened with :func:`~mxrec.datasets.samples.open_samples` and read through the
 :class:`~mxrec.io.records.Records` contract only; :mod:`mxrec.storage` serves files that are not records
-(image files named by a list, a mean image written atomically). May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`,
+(image files named by a list, a mean image written atomically). May import: :mod:`mxrec.errors`,
+:mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`,
 :mod:`mxrec.datasets`, :mod:`mxrec.image`, :mod:`mxrec.transforms`.
 """
 
