@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -35,6 +35,40 @@ def lookahead(batch_size: int, prefetch: int) -> int:
     return (prefetch + 2) * batch_size
 
 
+class PlanFetch:
+    """One plan's records, fetched once: by a fetch thread, or by the first sample that needs them when no fetch
+    thread has started yet (a local fetch is then done in place, with no hand-over between threads)."""
+
+    def __init__(self, reader: Records, positions: list[int]) -> None:
+        self._reader, self._positions = reader, positions
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._started = False
+        self._records: dict[int, bytes | memoryview] = {}
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        """Fetch the records, unless another thread has started to."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        try:
+            self._records = dict(zip(self._positions, self._reader.fetch(self._positions), strict=True))
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def record(self, position: int) -> bytes | memoryview:
+        """The payload of ``position``, fetched here if no thread has started, else when that fetch is done."""
+        self.run()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._records[position]
+
+
 class BatchPrefetcher:
     """Fetches each plan's records with one ``fetch`` as the pipeline takes the plan (see the module docstring)."""
 
@@ -43,10 +77,7 @@ class BatchPrefetcher:
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._pending: dict[int, list] = {}  # position -> [future of {position: bytes}, slots still to serve]
-
-    def _fetch(self, positions: list[int]) -> dict[int, bytes | memoryview]:
-        return dict(zip(positions, self.reader.fetch(positions), strict=True))
+        self._pending: dict[int, list] = {}  # position -> [its PlanFetch, slots still to serve]
 
     def plans(self, plans: Iterable[BatchPlan]) -> Iterator[BatchPlan]:
         """The same plans; taking one starts the fetch of its records."""
@@ -56,12 +87,13 @@ class BatchPrefetcher:
                 unique = np.unique(slots).tolist()
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mxrec-fetch")
-                future: Future = self._pool.submit(self._fetch, unique)
+                fetch = PlanFetch(self.reader, unique)
+                self._pool.submit(fetch.run)
                 with self._lock:
                     for position in slots:
                         entry = self._pending.get(position)
                         if entry is None:
-                            self._pending[position] = [future, 1]
+                            self._pending[position] = [fetch, 1]
                         else:
                             entry[1] += 1
             yield plan
@@ -71,15 +103,15 @@ class BatchPrefetcher:
         with self._lock:
             entry = self._pending.get(position)
             if entry is None:  # not planned (cannot happen through the pipeline): fetch it alone
-                future = None
+                fetch = None
             else:
-                future = entry[0]
+                fetch = entry[0]
                 entry[1] -= 1
                 if entry[1] == 0:
                     del self._pending[position]
-        if future is None:
+        if fetch is None:
             return self.reader.view(position)
-        return future.result()[position]
+        return fetch.record(position)
 
     def clear(self) -> None:
         """Forget every fetch (the batches they were for will not be loaded)."""
