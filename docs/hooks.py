@@ -4,7 +4,7 @@
   heading), so a new ``docs/<topic>.md`` is on the site without touching ``mkdocs.yml``; list it there to place it.
 * The site's front page is README.md, so the README and the site never disagree. README.md links to the guide as
   ``docs/guide/x.md``; on the site the page sits in ``docs/``, so those links lose the ``docs/`` prefix here.
-* Docstrings use Sphinx roles (``:class:`~mxrec.io.reader.RecordReader```), which Sphinx and IDEs understand;
+* Docstrings use Sphinx roles (``:func:`~mxrec.io.opener.RecordReader```), which Sphinx and IDEs understand;
   mkdocstrings shows them as text. Here each becomes a cross-reference that mkdocs-autorefs resolves to its API
   page (``optional``: a name it cannot find stays plain code, without a warning). A name relative to its module
   (``:class:`BatchPipeline```) is completed when exactly one documented object ends with it.

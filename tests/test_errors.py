@@ -12,6 +12,8 @@ import fsspec
 import pytest
 
 import mxrec
+from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import (
     MissingExtraError,
     MissingFolderError,
@@ -23,12 +25,12 @@ from mxrec.errors import (
     import_extra,
     missing_extra,
 )
-from mxrec.io.cache import BlockCache, MemoryBlocks, parse_bytes
 from mxrec.io.index import build_index
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
-from mxrec.io.shardset import open_dataset
+from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.block_cache import BlockCache, parse_bytes
 
 SRC = Path(mxrec.__file__).parent
 
@@ -68,7 +70,7 @@ def _write_batch_mismatch(path):
 BAD_OPTIONS = {
     "size": lambda tmp: parse_bytes("12 parsecs"),
     "cache sizes": lambda tmp: BlockCache(tmp, max_bytes=10, block_size=100),
-    "memory block sizes": lambda tmp: MemoryBlocks(10, 100),
+    "shuffle window sizes": lambda tmp: ShuffleWindow(0, 4),
     "index keys": lambda tmp: build_index(tmp / "data.rec", keys="names"),
     "write_batch keys": _write_batch_mismatch,
     "IntKeys step": lambda tmp: __import__("mxrec.format.idx", fromlist=["IntKeys"]).IntKeys(range(0, 9, 2)),
@@ -104,15 +106,20 @@ def test_empty_integer_range_is_a_parameter_error():
 def test_positions_out_of_range_name_the_file(rec, shards, remote):
     local, far = RecordReader(rec), RecordReader(remote)
     sharded = open_dataset(str(shards.parent / "set.manifest.json"))
+    subset = RecordSubset(local, [1, 3])
     attempts = [lambda: local[5], lambda: local.view(-6), lambda: sharded[5], lambda: sharded.read_batch([0, 9]),
-                lambda: far.read_batch([7])]
+                lambda: far.read_batch([7]), lambda: subset[2], lambda: subset.view(-3), lambda: subset.fetch([0, 2]),
+                lambda: subset.read_batch([-3])]
     for attempt in attempts:
         with pytest.raises(RecordPositionError, match="out of range") as info:
             attempt()
         assert isinstance(info.value, IndexError) and isinstance(info.value, MxrecError)
     with pytest.raises(RecordPositionError, match=r"data\.rec: record 5 out of range for 5 records"):
         local[5]
+    with pytest.raises(RecordPositionError, match=r"data\.rec: record 2 out of range for the 2 records of the subset"):
+        subset[2]
     assert list(local) == [b"record %d" % i for i in range(5)]  # iteration still ends where the records do
+    assert list(subset) == [b"record 1", b"record 3"] and subset[-1] == b"record 3"
 
 
 def test_missing_folder_is_an_output_path_error_and_file_not_found():
@@ -158,7 +165,7 @@ def test_torch_without_pytorch_is_a_missing_extra_error(monkeypatch):
 
 
 def test_remote_url_without_its_backend(monkeypatch):
-    from mxrec.io import filesystem
+    from mxrec.storage import filesystem
 
     def no_backend(url, **options):
         raise ImportError("Install s3fs to access S3")
@@ -172,10 +179,9 @@ def test_remote_url_without_its_backend(monkeypatch):
 # Built-in errors a module may still raise: protocol signals and programming errors, not reports of bad input.
 ALLOWED = {
     "NotImplementedError", "AssertionError", "StopIteration",
-    "AttributeError",  # __getattr__ protocol (io/subset.py)
     "ArgumentTypeError",  # argparse's way to reject an option value (cli/options.py), reported by the CLI
     "UnpicklingError",  # the restricted unpickler's refusal, turned into VerificationSetError by its caller
-    "ShortReadError",  # a RemoteError of io/filesystem.py
+    "ShortReadError",  # a RemoteError of storage/filesystem.py
 }
 PROTOCOL = {("io/keys.py", "KeyError"),  # the Mapping protocol: the reader turns it into RecordKeyError
             ("recordio.py", "TypeError")}  # pickle's protocol: an object that cannot be pickled raises TypeError

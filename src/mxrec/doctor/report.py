@@ -5,7 +5,7 @@ offending places (byte offsets, keys, ``.lst`` lines or labels) with what is
 wrong at each. A check marked ``warning`` reports findings that are properties
 of the data rather than defects (non-zero padding, class imbalance): it is
 shown, but does not fail the report. The checks themselves live in
-:mod:`mxrec.doctor.verify` and the ``check_*`` modules; this module only holds and
+:mod:`mxrec.doctor.verify_dataset` and the ``check_*`` modules; this module only holds and
 formats their results.
 """
 

@@ -40,7 +40,7 @@ above 3, the part order (a record starts with 0 or 1; after 1 come 2s and then
 a 3), and that the data ends exactly at a record boundary. dmlc-core silently
 drops a trailing lone start part and reads a leading end part as a whole
 record; both are errors here. Non-zero padding bytes are not checked when
-reading (the data is intact); :mod:`mxrec.doctor.verify` reports them.
+reading (the data is intact); :mod:`mxrec.doctor.verify_dataset` reports them.
 """
 
 from __future__ import annotations
