@@ -44,10 +44,10 @@ def cv2_pixels(data: bytes, flag: int = cv2.IMREAD_COLOR) -> np.ndarray:
 
 
 @pytest.fixture(params=["simplejpeg", "opencv"])
-def decoder(request, monkeypatch) -> str:
+def decoder(request) -> str:
     """Run a test with simplejpeg decoding JPEGs, then with OpenCV alone (simplejpeg not installed)."""
     if request.param == "opencv":
-        monkeypatch.setattr(codec, "simplejpeg", lambda: None)
+        request.getfixturevalue("without_simplejpeg")
     else:
         assert codec.simplejpeg() is not None
     return request.param
