@@ -55,9 +55,12 @@ def test_own_cluster_listens_on_loopback_only_and_reads_every_label(tmp_path):
         from mxrec.ray import read_recordio, ray_session
         from testkit.ray_cluster import listening_sockets, ray_processes
 
+        def pid():
+            return os.getpid()
+
         with ray_session() as ray:
             rows = read_recordio("multi.rec", override_num_blocks=2).take_all()
-            workers = ray.get([ray.remote(os.getpid).remote() for _ in range(2)])
+            workers = ray.get([ray.remote(pid).remote() for _ in range(2)])
             procs = ray_processes(session=os.getsid(0), marker=os.environ["MXREC_TEST_RAY_TMP"])
             sockets = listening_sockets([os.getpid(), *(p.pid for p in procs)])
             print(json.dumps({
