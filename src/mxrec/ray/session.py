@@ -4,7 +4,10 @@
 * :func:`ray_session`: this process as a driver of the cluster at an address. Ray itself retries an
   unreachable address for minutes; mxrec first opens a TCP connection to it (a few seconds at most) and
   raises :class:`~mxrec.errors.ClusterError` naming the address when nothing answers. A session already
-  open in this process (``ray.init`` called by the user) is used as it is.
+  open in this process (``ray.init`` called by the user) is used as it is. Without an address mxrec starts
+  a single-machine Ray that listens on 127.0.0.1 only (:func:`loopback_only`); a cluster at an address is
+  its owner's to secure. Ray's own messages (a worker died) are kept off this process's stdout
+  (:func:`quiet_driver`).
 * :func:`task_errors`: an mxrec error raised inside a Ray task comes out as itself, not wrapped in Ray's
   ``RayTaskError`` with a remote traceback (the command line prints it on one line).
 * :func:`run_reporting`: a blocking Ray Data job (``write_datasink``) run while the caller is told how far
