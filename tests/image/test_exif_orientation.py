@@ -135,3 +135,14 @@ def test_packing_matches_im2rec(tmp_path, orientation, decoder):
     packed = ImageTransform(encoding=".png").apply(data)
     assert np.array_equal(cv2_pixels(packed, cv2.IMREAD_UNCHANGED), cv2.imread(str(tmp_path / "p.jpg")))
     assert ImageTransform(pass_through=True).apply(data) == data
+
+
+def test_a_malformed_exif_block_is_left_to_opencv(decoder):
+    """An Orientation entry of the wrong TIFF type: what OpenCV does with it is the answer, from either decoder."""
+    import struct
+
+    tiff = b"II*\x00" + struct.pack("<IH", 8, 1) + struct.pack("<HHIHH", 0x0112, 4, 1, 6, 0) + b"\0" * 4
+    segment = b"Exif\0\0" + tiff
+    plain = exif_jpeg(1)
+    data = plain[:2] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment + plain[2:]
+    assert np.array_equal(decode_pixels(data, 3), cv2_pixels(data))
