@@ -66,7 +66,7 @@ def test_own_cluster_listens_on_loopback_only_and_reads_every_label(tmp_path):
             print(json.dumps({
                 "labels": [[float(v) for v in row["label"]] for row in rows],
                 "names": sorted({p.name for p in procs}), "workers": workers,
-                "sockets": [[s.process, str(s.address), s.port, s.is_loopback] for s in sockets]}))
+                "sockets": [[s.process, str(s.address), s.port, s.is_loopback, s.pid] for s in sockets]}))
         """, tmp_path)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
@@ -74,6 +74,7 @@ def test_own_cluster_listens_on_loopback_only_and_reads_every_label(tmp_path):
     assert {"gcs_server", "raylet"} <= set(found["names"])
     listeners = {name for name, *_ in found["sockets"]}
     assert {"gcs_server", "raylet"} <= listeners and len(found["sockets"]) >= 4, found["sockets"]
+    assert set(found["workers"]) & {pid for *_, pid in found["sockets"]}, "no worker's sockets were checked"
     exposed = [s for s in found["sockets"] if not s[3]]
     assert exposed == [], f"mxrec's own Ray listens beyond loopback: {exposed}"
 
