@@ -1,6 +1,8 @@
-"""The README's InsightFace migration steps run as written (issue 18 §9), on a generated ``faces_emore/``.
+"""The InsightFace migration steps of the user guide run as written (issue 18 §9), on a generated ``faces_emore/``.
 
-The ```python blocks of the README's "InsightFace face sets" section are executed in order, in a folder
+The steps live in ``docs/guide/insightface.md`` where that page exists, else in ``README.md``; in either,
+between the ``<!-- insightface-steps ... -->`` and ``<!-- /insightface-steps -->`` markers (without them:
+the section headed "InsightFace face sets"). Their ```python blocks are executed in order, in a folder
 holding ``faces_emore/train.rec``/``.idx`` and ``faces_emore/lfw.bin``; then what each step promises is
 checked on the names it defined (contiguous RGB for ``torch.from_numpy``, float32 data normalised as
 arcface_torch does).
@@ -9,6 +11,8 @@ arcface_torch does).
 from __future__ import annotations
 
 import re
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,16 +21,44 @@ from testkit import TESTS
 from testkit.insightface import key_of_face, make_face_set, make_verification_bin
 
 torch = pytest.importorskip("torch")
-README = TESTS.parent / "README.md"
+ROOT = TESTS.parent
+START, END = "<!-- insightface-steps", "<!-- /insightface-steps -->"
+
+
+def steps_page() -> Path:
+    """Where the guide keeps the steps: its InsightFace page, or the README before the guide had pages."""
+    page = ROOT / "docs" / "guide" / "insightface.md"
+    return page if page.exists() else ROOT / "README.md"
+
+
+def steps_text(text: str) -> str:
+    """The marked steps, or else the "InsightFace face sets" section (to the next heading of its level or above)."""
+    if START in text:
+        return text[text.index(START):text.index(END)]
+    heading = re.search(r"^(#+) InsightFace face sets$", text, re.M)
+    assert heading, "no InsightFace steps found: neither the markers nor the heading"
+    level = len(heading.group(1))
+    after = re.search(rf"^#{{1,{level}}} ", text[heading.end():], re.M)
+    return text[heading.start():heading.end() + after.start() if after else len(text)]
 
 
 def insightface_blocks() -> list[str]:
-    text = README.read_text()
-    section = text[text.index("## InsightFace face sets"):]
-    section = section[:section.index("\n## ", 1)]
-    blocks = [re.sub(r"^ {3}", "", block, flags=re.M) for block in re.findall(r"```python\n(.*?)```", section, re.S)]
-    assert len(blocks) == 4, "the README's InsightFace steps changed: update this test"
+    page = steps_page()
+    section = steps_text(page.read_text())
+    blocks = [textwrap.dedent(block) for block in re.findall(r"```python\n(.*?)```", section, re.S)]
+    assert len(blocks) == 4, f"the InsightFace steps in {page} changed: update this test"
     return blocks
+
+
+def test_the_steps_are_found_in_readme_or_guide_page():
+    """Marked steps are found in whichever page holds them, and, unmarked, under their heading."""
+    block = "   ```python\n   x = 1\n   ```\n"
+    marked = f"# Title\n\n{START} -->\n1. step\n{block}{END}\n\n```python\nnot_a_step = 1\n```\n"
+    assert steps_text(marked).count("```python") == 1
+    headed = f"## InsightFace face sets\n\n{block}\n### Sub\n{block}\n## Next\n\n{block}"
+    assert steps_text(headed).count("```python") == 2
+    assert steps_text(headed.replace("## ", "# ", 1)).count("```python") == 3
+    assert [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", steps_text(marked), re.S)] == ["x = 1\n"]
 
 
 @pytest.fixture
