@@ -1,7 +1,7 @@
 """RecordIO -> Ray Data -> PyTorch: train a small network on a ``.rec`` dataset with ranks fed by a Ray cluster.
 
     pip install 'mxrec[ray,image]' torch
-    python examples/ray_train.py [--address HOST:PORT] [--ranks 2] [--epochs 2] [DATASET]
+    python examples/ray_train.py [--address HOST:PORT] [--rendezvous-host HOST] [--ranks 2] [--epochs 2] [DATASET]
 
 1. Without DATASET, the bundled photos are packed on the cluster (``mxrec pack --engine ray``): a shard
    set ``photos_00000.rec`` ... with ``photos.manifest.json``, records identical to a local pack.
@@ -14,6 +14,12 @@
 
 DATASET is anything ``read_recordio`` reads: a ``.rec`` (with its ``.idx``), a manifest, a glob, a folder.
 Labels must be class ids below ``--classes``.
+
+Nothing listens beyond 127.0.0.1 unless told: without ``--address`` mxrec starts a single-machine Ray on
+loopback, and the ranks meet through a file in the work folder and exchange gradients over the loopback
+interface. On a cluster of several machines pass ``--rendezvous-host`` (an address of the machine of rank 0
+that the others reach) and a shared ``--workdir``: the ranks then meet over TCP there and gloo uses the
+machines' network. That network, like a cluster at ``--address``, is yours to secure.
 """
 
 from __future__ import annotations
@@ -58,18 +64,20 @@ class Rank:
             torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
             torch.nn.Flatten(), torch.nn.Linear(32, classes))
 
-    def endpoint(self) -> tuple[str, int]:
-        """Where rank 0 offers the process group's rendezvous: this node's address and a free port."""
-        host = ray.util.get_node_ip_address()
+    def endpoint(self, host: str) -> str:
+        """Where rank 0 offers the process group's rendezvous over TCP: ``host`` and a free port there."""
         with socket.socket() as sock:
             sock.bind((host, 0))
-            return host, sock.getsockname()[1]
+            return f"tcp://{host}:{sock.getsockname()[1]}"
 
-    def join(self, host: str, port: int) -> None:
+    def join(self, init_method: str, env: dict[str, str]) -> None:
+        import os
+
         import torch
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=self.rank, world_size=self.ranks)
+        os.environ.update(env)  # before the process group: gloo reads GLOO_SOCKET_IFNAME when it starts
+        dist.init_process_group("gloo", init_method=init_method, rank=self.rank, world_size=self.ranks)
         self.model = torch.nn.parallel.DistributedDataParallel(self.model)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05, momentum=0.9)
 
@@ -96,14 +104,36 @@ class Rank:
         dist.destroy_process_group()
 
 
-def train(dataset: str, *, ranks: int, epochs: int, batch_size: int, classes: int) -> list[tuple[float, float]]:
+def loopback_interface() -> str:
+    """The name of the loopback network interface (``lo`` on Linux)."""
+    names = [name for _, name in socket.if_nameindex()]
+    return next((name for name in names if name.startswith("lo")), "lo")
+
+
+def rendezvous(folder: Path, host: str | None) -> tuple[str | None, dict[str, str]]:
+    """How the ranks meet: ``(init_method, environment)``; ``init_method`` None: ask rank 0 for a TCP one.
+
+    Without ``host``: a file in ``folder`` (no listening socket) and gloo on the loopback interface, so
+    nothing is reachable from another machine (PyTorch's TCP rendezvous would listen on every interface).
+    """
+    if host is None:
+        store = folder / "rendezvous"
+        store.unlink(missing_ok=True)  # a FileStore starts from an absent or empty file
+        return store.resolve().as_uri(), {"GLOO_SOCKET_IFNAME": loopback_interface()}
+    return None, {}
+
+
+def train(dataset: str, *, ranks: int, epochs: int, batch_size: int, classes: int, workdir: Path,
+          rendezvous_host: str | None = None) -> list[tuple[float, float]]:
     """Train for ``epochs``; return ``(mean loss, accuracy)`` per epoch over all ranks."""
     ds = mray.read_recordio(dataset).map_batches(
         mray.TrainImages(SHAPE, rand_crop=True, rand_mirror=True, **MEAN_STD), batch_format="pyarrow")
     streams = mray.split_for_ranks(ds, ranks)  # equal streams: every rank takes the same number of steps
     workers = [Rank.remote(rank, ranks, classes) for rank in range(ranks)]
-    host, port = ray.get(workers[0].endpoint.remote())
-    ray.get([w.join.remote(host, port) for w in workers])
+    init_method, env = rendezvous(workdir, rendezvous_host)
+    if init_method is None:
+        init_method = ray.get(workers[0].endpoint.remote(rendezvous_host))
+    ray.get([w.join.remote(init_method, env) for w in workers])
     history = []
     for epoch in range(epochs):
         results = ray.get([w.train_epoch.remote(s, batch_size) for w, s in zip(workers, streams, strict=True)])
@@ -119,7 +149,9 @@ def train(dataset: str, *, ranks: int, epochs: int, batch_size: int, classes: in
 def main(argv: list[str] | None = None) -> list[tuple[float, float]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset", nargs="?", help="a .rec, manifest, glob or folder (default: pack the photos)")
-    parser.add_argument("--address", help="the Ray cluster (default: RAY_ADDRESS, else a local Ray)")
+    parser.add_argument("--address", help="the Ray cluster (default: RAY_ADDRESS, else a local Ray on 127.0.0.1)")
+    parser.add_argument("--rendezvous-host", help="an address of rank 0's machine where the ranks meet over TCP "
+                                                  "(several machines; default: a file, and loopback only)")
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=8)
@@ -128,9 +160,10 @@ def main(argv: list[str] | None = None) -> list[tuple[float, float]]:
                                           "temporary folder, which only a single-machine cluster sees)")
     args = parser.parse_args(argv)
     with mray.ray_session(args.address), tempfile.TemporaryDirectory(prefix="mxrec-ray-train-") as tmp:
-        dataset = args.dataset or make_dataset(Path(args.workdir or tmp))
+        workdir = Path(args.workdir or tmp)
+        dataset = args.dataset or make_dataset(workdir)
         return train(dataset, ranks=args.ranks, epochs=args.epochs, batch_size=args.batch_size,
-                     classes=args.classes)
+                     classes=args.classes, workdir=workdir, rendezvous_host=args.rendezvous_host)
 
 
 if __name__ == "__main__":

@@ -216,3 +216,7 @@ def import_extra(module: str, what: str, extra: str) -> ModuleType:
 
 class ClusterError(MxrecError, ConnectionError):
     """A compute cluster (Ray) cannot be reached or used: the message names its address."""
+
+
+class UnsupportedError(MxrecError, AttributeError):
+    """A part of MXNet's API that :mod:`mxrec.compat.mx` does not cover (it covers data loading only)."""

@@ -42,3 +42,13 @@ def test_progress_draws_a_bar_on_a_terminal():
     progress.close()
     assert "\r[" + "#" * 15 + "." * 15 + "] x: 2/4 50%" in stream.getvalue()
     assert stream.getvalue().endswith(" img/s)\n") and "\r\033[Kx: 2/4 in " in stream.getvalue()
+
+
+def test_a_failed_job_prints_no_final_count():
+    stream = io.StringIO()
+    try:
+        with Progress(label="reading: ", stream=stream):
+            raise OSError("no such file")
+    except OSError:
+        pass
+    assert stream.getvalue() == ""

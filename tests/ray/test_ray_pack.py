@@ -141,7 +141,7 @@ def test_a_killed_worker_is_retried_and_each_record_packed_once(mray, im2rec, tm
                                 shard_limit=ShardLimit(records=7))
     assert (tmp_path / "crashed").exists(), "no worker was killed: the test proves nothing"
     assert records(result.manifest) == records(tmp_path / "local.rec")
-    assert [s.records for s in read_manifest(result.manifest).shards] == [7, 7, 7, 4, 7, 7, 7, 4]
+    assert [s.records for s in read_manifest(result.manifest).shards] == [7] * 7 + [1]  # as a local pack cuts
     assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
 
 
@@ -174,6 +174,33 @@ def test_cli_pack_engine_ray_equals_local(ray_cluster, im2rec, tmp_path):
     for shard in ray_set.shards:
         assert (tmp_path / "ray" / shard.rec).read_bytes() == (tmp_path / "local" / shard.rec).read_bytes()
     assert json.loads((tmp_path / "ray" / "sub.manifest.json").read_text())["records"] == 50
+
+
+def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(ray_cluster, im2rec, tmp_path):
+    """Issue 18 §6: skipped images used to shorten the shard of their task ([9, 9, ...] instead of [10, 10, ...])."""
+    good = read_list(im2rec / "default" / "sub.lst")
+    entries = []
+    for number, entry in enumerate(good):
+        entries.append(entry)
+        if number % 9 == 4:  # a missing image in six of the ten-entry runs
+            entries.append(ListEntry(1000 + number, (0.0,), f"missing_{number}.jpg"))
+    entries = [ListEntry(i, e.labels, e.path) for i, e in enumerate(entries)]
+    for name in ("local", "ray"):
+        (tmp_path / name).mkdir()
+        write_list(tmp_path / name / "set.lst", entries)
+    options = ["--resize", "32", "--shard-size", "10", "--no-progress"]
+    jobs = [mxrec_command(ray_cluster, "pack", *engine, *options, tmp_path / name / "set", im2rec / "photos200")
+            for name, engine in (("local", []), ("ray", ["--engine", "ray"]))]
+    for job in jobs:
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 1 and "50 records, 6 skipped" in out, out + err  # 1: images were skipped
+    local, ray_set = (read_manifest(tmp_path / name / "set.manifest.json") for name in ("local", "ray"))
+    assert [s.records for s in ray_set.shards] == [s.records for s in local.shards] == [10, 10, 10, 10, 10]
+    assert ray_set == local
+    for shard in ray_set.shards:
+        assert (tmp_path / "ray" / shard.rec).read_bytes() == (tmp_path / "local" / shard.rec).read_bytes()
+        assert (tmp_path / "ray" / shard.idx).read_bytes() == (tmp_path / "local" / shard.idx).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "ray").iterdir() if "partial" in p.name) == []
 
 
 def test_cli_strict_error_is_one_line(ray_cluster, broken, tmp_path):

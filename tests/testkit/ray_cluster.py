@@ -726,3 +726,12 @@ def ray_local() -> Iterator[ModuleType]:
     with local_ray(num_cpus=2) as ray:
         yield ray
 
+
+def crashing_contents_task(rec_path: str, *args: Any) -> Any:
+    """``mxrec.ray.verify_tasks``'s scan task, whose worker dies the first time any task runs (marker: ``rec_path``
+    + ``.crashed``). A driver puts it in place of ``mxrec.ray.verify_tasks._contents_task``; the workers, which import
+    the module afresh, then run the real task (on the retry)."""
+    from mxrec.ray import verify_tasks
+
+    crash_worker_once(rec_path + ".crashed")
+    return verify_tasks._contents_task(rec_path, *args)

@@ -110,8 +110,11 @@ def test_verification_sets_load_as_rgb_arrays(tmp_path, form):
     assert [key_of_face(img) for img in loaded.images] == list(range(6))
     first, second = loaded.pairs()
     assert np.array_equal(first[1], loaded.images[2]) and np.array_equal(second[1], loaded.images[3])
-    resized = load_verification_set(path, image_size=(12, 16))
-    assert resized.images.shape == (6, 12, 16, 3)
+    resized = load_verification_set(path, image_size=(12, 12))
+    assert resized.images.shape == (6, 12, 12, 3)
+    # load_bin's resize_short keeps the aspect ratio: a target of another shape cannot be met
+    with pytest.raises(VerificationSetError, match=r"image 0 is 12x12 after resize_short to 12, not the 16x12"):
+        load_verification_set(path, image_size=(12, 16))
 
 
 def test_verification_images_are_rgb_like_mx_image_imdecode(tmp_path):

@@ -111,11 +111,15 @@ def add_engine(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"where to {what}: this machine (local, the default) or a Ray cluster (ray; needs "
                              "pip install 'mxrec[ray]')")
     parser.add_argument("--address", metavar="HOST:PORT",
-                        help="the Ray cluster for --engine ray (default: RAY_ADDRESS, else a cluster started on "
-                             "this machine, else a new single-machine Ray)")
+                        help="the Ray cluster for --engine ray (default: RAY_ADDRESS, else a new single-machine "
+                             "Ray on 127.0.0.1 only; 'auto': a cluster started on this machine). A cluster at an "
+                             "address is yours to secure")
 
 
 def check_engine(args: argparse.Namespace) -> None:
-    """Refuse ``--address`` without ``--engine ray`` (it would be ignored)."""
+    """Refuse ``--address`` without ``--engine ray``, and ``-j`` with it (either would be ignored)."""
     if args.address is not None and args.engine != "ray":
         raise OptionError(f"--address {args.address} needs --engine ray")
+    if args.engine == "ray" and getattr(args, "workers", None) is not None:
+        raise OptionError(f"-j/--workers {args.workers} sets this machine's threads; with --engine ray the "
+                          "cluster's CPUs do the work (Ray tasks: 4 per cluster CPU)")

@@ -49,8 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_prefix_root(p, "every .lst whose path starts with PREFIX is packed into a .rec beside it",
                     "the folder the .lst paths are relative to")
     add_transform_arguments(p)
-    add_workers(p, "worker threads", default=os.cpu_count() or 1,
-                default_text=f"the number of CPUs, {os.cpu_count() or 1}", im2rec_name=True)
+    add_workers(p, "worker threads", default_text=f"the number of CPUs, {os.cpu_count() or 1}", im2rec_name=True)
     p.add_argument("--fast", "--reduced-decode", action="store_true", dest="fast",
                    help="decode JPEGs with libjpeg-turbo's fast IDCT and upsampling, and at 1/2, 1/4 or 1/8 "
                         "scale when at least twice the --resize target: faster, but pixels differ slightly "
@@ -109,5 +108,5 @@ def run(args: argparse.Namespace) -> int:
         with ray_session(args.address):
             return report(pack_with_progress(args.prefix, args.root, transform, show=args.progress,
                                              pack=pack_list_ray, **options))
-    return report(pack_with_progress(args.prefix, args.root, transform, show=args.progress, workers=args.workers,
-                                     **options))
+    return report(pack_with_progress(args.prefix, args.root, transform, show=args.progress,
+                                     workers=args.workers or os.cpu_count() or 1, **options))

@@ -84,8 +84,8 @@ class Progress:
             self.stream.write("\r\033[K")
         print(text, file=self.stream, flush=True)
 
-    def close(self) -> None:
-        """Print the final line. Idempotent."""
+    def close(self, failed: bool = False) -> None:
+        """Print the final line (``failed``: only clear the bar, the error says what happened). Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -94,11 +94,14 @@ class Progress:
         elapsed = time.perf_counter() - self._start
         if self.live:
             self.stream.write("\r\033[K")
+            self.stream.flush()
+        if failed:
+            return
         print(f"{self.label}{self.done}/{self.total} in {elapsed:.1f}s ({self.rate():.0f} {self.unit}/s)",
               file=self.stream, flush=True)
 
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(failed=exc_type is not None)

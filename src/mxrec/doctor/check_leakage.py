@@ -3,13 +3,15 @@
 Two records hold the same image when the image bytes after their IRHeaders
 are identical (same SHA-1, see :mod:`mxrec.doctor.contents`). The same picture
 encoded twice (re-compressed, resized) has different bytes and is not found
-here. A duplicate whose labels differ from its original's is called out: one
+here. In a shard set both run over the whole set (a record repeated in
+another shard is a duplicate too). A duplicate whose labels differ from its original's is called out: one
 of the two labels is wrong.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 
 from mxrec.doctor.contents import RecordContent
 from mxrec.doctor.report import Check, Problem
@@ -26,23 +28,44 @@ def _labels_text(record: RecordContent) -> str:
     return f"{labels[0]:g}" if len(labels) == 1 else "[" + ", ".join(f"{v:g}" for v in labels) + "]"
 
 
-def _with_images(contents: list[RecordContent]) -> list[RecordContent]:
-    return [c for c in contents if c.digest is not None and not c.layout_record]
+#: A shard set's records: ``(shard file, its records)`` per shard; problems name a record ``"shard: key"``.
+ShardContents = Sequence[tuple[str, list[RecordContent]]]
+
+
+def _images(contents: list[RecordContent], shard: str | None = None) -> Iterator[tuple[object, RecordContent]]:
+    """``(name, record)`` of each record holding an image, named by its key (and ``shard``, in a set)."""
+    for record in contents:
+        if record.digest is not None and not record.layout_record:
+            yield (record.name if shard is None else f"{shard}: {record.name}"), record
+
+
+def _set_images(shards: ShardContents) -> Iterator[tuple[object, RecordContent]]:
+    for shard, contents in shards:
+        yield from _images(contents, shard)
 
 
 def check_duplicates(contents: list[RecordContent]) -> Check:
     """The ``duplicates`` check: records whose image bytes repeat an earlier record's."""
-    first: dict[bytes, RecordContent] = {}
+    return _duplicates(_images(contents))
+
+
+def check_set_duplicates(shards: ShardContents) -> Check:
+    """The ``duplicates`` check over a whole shard set: a record repeated in another shard is found too."""
+    return _duplicates(_set_images(shards))
+
+
+def _duplicates(images: Iterator[tuple[object, RecordContent]]) -> Check:
+    first: dict[bytes, tuple[object, RecordContent]] = {}
     problems = []
     groups: set[bytes] = set()
     conflicting = 0
-    for record in _with_images(contents):
-        original = first.setdefault(record.digest, record)
+    for name, record in images:
+        original_name, original = first.setdefault(record.digest, (name, record))
         if original is not record:
             note = _label_note(record, original)
             conflicting += bool(note)
             groups.add(record.digest)
-            problems.append(Problem(record.name, f"same image bytes as {original.name}{note}"))
+            problems.append(Problem(name, f"same image bytes as {original_name}{note}"))
     details = {"images": len(first) + len(problems), "distinct_images": len(first),
                "duplicate_groups": len(groups), "extra_copies": len(problems), "conflicting_labels": conflicting}
     summary = (f"{len(problems)} extra cop(ies) in {len(groups)} group(s) of identical images"
@@ -54,16 +77,25 @@ def check_duplicates(contents: list[RecordContent]) -> Check:
 def check_leakage(contents: list[RecordContent], other: list[RecordContent],
                   other_path: str | os.PathLike) -> Check:
     """The ``leakage`` check: records whose image also appears in the ``other`` dataset."""
+    return _leakage(_images(contents), other, other_path)
+
+
+def check_set_leakage(shards: ShardContents, other: list[RecordContent], other_path: str | os.PathLike) -> Check:
+    """The ``leakage`` check of a whole shard set against the ``other`` dataset."""
+    return _leakage(_set_images(shards), other, other_path)
+
+
+def _leakage(images: Iterator[tuple[object, RecordContent]], other: list[RecordContent],
+             other_path: str | os.PathLike) -> Check:
     other_path = os.fspath(other_path)
-    in_other: dict[bytes, RecordContent] = {}
-    for record in _with_images(other):
-        in_other.setdefault(record.digest, record)
+    in_other: dict[bytes, tuple[object, RecordContent]] = {}
+    for name, record in _images(other):
+        in_other.setdefault(record.digest, (name, record))
     problems = []
-    for record in _with_images(contents):
+    for name, record in images:
         match = in_other.get(record.digest)
         if match is not None:
-            problems.append(Problem(record.name, f"same image as {match.name} in {other_path}"
-                                    f"{_label_note(record, match)}"))
+            problems.append(Problem(name, f"same image as {match[0]} in {other_path}{_label_note(record, match[1])}"))
     details = {"against": other_path, "other_records": len(other), "shared_images": len(problems)}
     summary = (f"{len(problems)} image(s) also in {other_path}" if problems
                else f"no image shared with {other_path} ({len(other)} records)")

@@ -48,6 +48,9 @@ class Report:
 
     path: str
     checks: list[Check] = field(default_factory=list)
+    #: The facts of the records the content checks ran on (``mxrec.doctor.contents.RecordContent``), for the
+    #: checks over a whole shard set (:mod:`mxrec.doctor.sets`); not part of the printed report.
+    samples: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -4,8 +4,9 @@
 names. One file (local or a URL) gets the usual
 :class:`~mxrec.doctor.dataset_info.DatasetInfo` / :class:`~mxrec.doctor.report.Report`;
 a shard set gets a :class:`ShardSetInfo` / :class:`ShardSetReport`: one per
-shard, the totals, and, with a manifest, a ``manifest`` check that every
-shard exists and holds the records and bytes the manifest says.
+shard, the totals, the duplicates and leakage checks over the whole set, and,
+with a manifest, a ``manifest`` check that every shard exists and holds the
+records and bytes the manifest says.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mxrec.datasets.shard_set import Shard, resolve_dataset
+from mxrec.doctor.check_leakage import check_set_duplicates, check_set_leakage
+from mxrec.doctor.contents import read_contents
 from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
 from mxrec.doctor.report import Check, Problem, Report
 from mxrec.doctor.verify_dataset import verify_dataset
@@ -97,27 +100,31 @@ class ShardSetReport:
     path: str
     reports: list[Report]
     manifest: Check | None = None
+    checks: list[Check] = field(default_factory=list)  # over the whole set: duplicates, leakage
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.reports) and (self.manifest is None or self.manifest.ok)
+        return (all(r.ok for r in self.reports) and (self.manifest is None or self.manifest.ok)
+                and all(c.ok for c in self.checks))
 
     @property
     def clean(self) -> bool:
-        return all(r.clean for r in self.reports) and (self.manifest is None or self.manifest.ok)
+        return self.ok and all(r.clean for r in self.reports)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "ok": self.ok, "shards": [r.to_dict() for r in self.reports],
-                "manifest": None if self.manifest is None else self.manifest.to_dict()}
+                "manifest": None if self.manifest is None else self.manifest.to_dict(),
+                "checks": [c.to_dict() for c in self.checks]}
 
     def format_text(self, max_problems: int = 10) -> str:
         lines = [r.format_text(max_problems) for r in self.reports]
         records = sum(r.check("framing").details.get("records", 0) for r in self.reports
                       if any(c.name == "framing" for c in r.checks))
         failed = sum(not r.ok for r in self.reports)
-        if self.manifest is not None:
-            lines.append(f"  [{'ok' if self.manifest.ok else 'FAIL':>4}] manifest: {self.manifest.summary}")
-            lines += [f"         {p.where}: {p.what}" for p in self.manifest.problems[:max_problems]]
+        for check in ([self.manifest] if self.manifest is not None else []) + self.checks:
+            name = check.name if check is self.manifest else f"{check.name} (whole set)"
+            lines.append(f"  [{'ok' if check.ok else 'FAIL':>4}] {name}: {check.summary}")
+            lines += [f"         {p.where}: {p.what}" for p in check.problems[:max_problems]]
         lines.append(f"total: {len(self.reports)} shard(s), {records} records, {failed} shard(s) failed: "
                      f"{'OK' if self.ok else 'FAILED'}")
         return "\n".join(lines)
@@ -145,17 +152,19 @@ def info(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyType
 
 def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyType = int, *,
            storage_options: StorageOptions = None, **options: Any) -> Report | ShardSetReport:
-    """``mxrec verify``: one file's :class:`Report`, or a report per shard and the manifest check.
+    """``mxrec verify``: one file's :class:`Report`, or a report per shard, the checks over the set and the manifest.
 
-    ``options`` are :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``lst`` and ``against`` apply to one
-    file only.
+    ``options`` are :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``lst`` applies to one file only. In a
+    shard set the ``duplicates`` check (and with ``against`` the ``leakage`` check) also runs over the whole
+    set, so a record repeated in another shard is found.
     """
     shards, manifest = resolve_dataset(spec, storage_options)
     if len(shards) == 1 and manifest is None:
         return verify_dataset(shards[0].rec, idx_path, key_type, storage_options=storage_options, **options)
-    if idx_path is not None or options.get("lst") is not None or options.get("against") is not None:
-        raise ManifestError(manifest, "--idx, --lst and --against apply to one file: verify a shard set's shards "
+    if idx_path is not None or options.get("lst") is not None:
+        raise ManifestError(manifest, "--idx and --lst apply to one file: verify a shard set's shards "
                                       "one by one for them")
+    against = options.pop("against", None)
     reports, found = [], []
     for shard in shards:
         if not exists(shard.rec, storage_options):
@@ -170,4 +179,20 @@ def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyTy
         missing = [s.rec for s, f in zip(shards, found, strict=True) if f is None]
         check = Check("shards", False, f"{len(missing)} shard(s) missing",
                       [Problem(m, "missing") for m in missing])
-    return ShardSetReport(_name(spec, manifest), reports, check)
+    return ShardSetReport(_name(spec, manifest), reports, check,
+                          _set_checks(reports, against, key_type, options.get("workers"), storage_options))
+
+
+def _set_checks(reports: list[Report], against: str | os.PathLike | None, key_type: KeyType, workers: int | None,
+                storage_options: StorageOptions) -> list[Check]:
+    """The checks over the records of every shard: duplicates (where the shards got content checks), leakage."""
+    checks = []
+    samples = [(r.path, r.samples) for r in reports if r.samples]
+    if samples:
+        checks.append(check_set_duplicates(samples))
+    if against is not None:
+        other = read_contents(against, key_type=key_type, workers=workers, storage_options=storage_options).records
+        checks.append(check_set_leakage(samples, other, against))
+    for report in reports:
+        report.samples = []  # the set's checks are made: let the facts go
+    return checks

@@ -186,6 +186,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             check_shapes(contents),
             check_duplicates(contents),
         ]
+        report.samples = contents
     elif dataset_kind == "auto":
         report.checks.append(Check("content", True, "fewer than half the records hold an IRHeader and an image: "
                                    "label and image checks skipped (--kind image runs them)"))

@@ -18,6 +18,15 @@ grey). Both decoders use libjpeg-turbo's accurate integer DCT and fancy
 upsampling, so the pixels are the same either way. :func:`simplejpeg` is the
 one way mxrec loads that optional module.
 
+EXIF orientation: ``cv2.imdecode`` with a colour or grey flag turns the image
+as its EXIF Orientation tag says (what MXNet's ``ImageRecordIter`` feeds its
+augmenters); simplejpeg does not. :func:`decode_pixels` therefore reads the tag
+with the one JPEG marker walker (:func:`~mxrec.image.headers.jpeg_header`) and
+applies it with :func:`orient`, so the pixels equal
+``cv2.imdecode(buf, IMREAD_COLOR)`` whichever decoder runs. Its
+``exif_orientation=False`` gives the stored pixels unturned (as MXNet's
+``mx.image.imdecode`` does) from either decoder.
+
 A training loop decodes an image, writes it into a batch and forgets it. For
 that case :class:`DecodeBuffers` gives each thread memory to decode into that
 is reused from image to image: writing into memory already mapped avoids the
@@ -34,6 +43,7 @@ from types import ModuleType
 import numpy as np
 
 from mxrec.errors import ImageDecodeError, MxrecError, import_extra, missing_extra
+from mxrec.image.headers import jpeg_header
 from mxrec.image.signatures import is_jpeg
 
 JPEG_FORMATS = (".jpg", ".jpeg")
@@ -141,10 +151,35 @@ class DecodeBuffers:
         return buf[:size]
 
 
+# EXIF orientation -> (swap rows and columns, then reverse rows, reverse columns): OpenCV's ExifTransform.
+_ORIENTATIONS = {2: (False, False, True), 3: (False, True, True), 4: (False, True, False),
+                 5: (True, False, False), 6: (True, False, True), 7: (True, True, True), 8: (True, True, False)}
+_IMREAD_IGNORE_ORIENTATION = 128  # cv2.IMREAD_IGNORE_ORIENTATION, without importing OpenCV here
+
+
+def orient(img: np.ndarray, orientation: int | None) -> np.ndarray:
+    """Pixels as stored, turned and flipped the way EXIF ``orientation`` (1-8) says, as OpenCV's decoder does it.
+
+    Orientation 1, ``None`` and values outside 1-8 leave ``img`` as it is
+    (OpenCV ignores them too); any other returns a new contiguous array.
+    """
+    steps = _ORIENTATIONS.get(orientation)  # type: ignore[arg-type]
+    if steps is None:
+        return img
+    transpose, rows, cols = steps
+    if transpose:
+        img = img.swapaxes(0, 1)
+    return np.ascontiguousarray(img[::-1 if rows else 1, ::-1 if cols else 1])
+
+
 def decode_pixels(buf: bytes | memoryview, channels: int = 3, *, what: str = "image",
-                  buffers: DecodeBuffers | None = None) -> np.ndarray:
+                  buffers: DecodeBuffers | None = None, exif_orientation: bool = True) -> np.ndarray:
     """Decode ``buf`` to ``uint8`` pixels with ``channels`` channels (HW for 1, HWC BGR(A) for 3 and 4).
 
+    With 1 or 3 channels the pixels equal ``cv2.imdecode`` with the grey or
+    colour flag, EXIF orientation applied, whichever decoder runs;
+    ``exif_orientation=False`` leaves the image as stored (``mx.image.imdecode``).
+    4 channels is ``IMREAD_UNCHANGED``, which never turns the image.
     With ``buffers``, a JPEG is decoded into this thread's reusable buffer (see
     :class:`DecodeBuffers`). Raises :class:`ImageDecodeError`, naming ``what``,
     when the bytes are not an image or (for 4 channels) the image has no alpha
@@ -154,7 +189,9 @@ def decode_pixels(buf: bytes | memoryview, channels: int = 3, *, what: str = "im
         raise ImageDecodeError(f"{what}: cannot decode to {channels} channels (1, 3 or 4)")
     space = _SIMPLEJPEG_SPACE.get(channels)
     jpeg = simplejpeg() if space is not None and is_jpeg(buf) else None
-    if jpeg is not None:
+    # a malformed EXIF block (orientation None): only OpenCV knows what it does with it
+    orientation = jpeg_header(buf).orientation if jpeg is not None and exif_orientation else 1
+    if jpeg is not None and orientation is not None:
         try:
             if buffers is None:
                 img = jpeg.decode_jpeg(buf, colorspace=space)
@@ -164,8 +201,11 @@ def decode_pixels(buf: bytes | memoryview, channels: int = 3, *, what: str = "im
         except ValueError:
             pass  # damaged or unusual JPEG: OpenCV decides, as MXNet's fallback does
         else:
-            return img[..., 0] if channels == 1 else img
-    img = decode_image(buf, _IMREAD_FLAG[channels], what=what)
+            return orient(img[..., 0] if channels == 1 else img, orientation)
+    flag = _IMREAD_FLAG[channels]
+    if not exif_orientation and flag >= 0:
+        flag |= _IMREAD_IGNORE_ORIENTATION
+    img = decode_image(buf, flag, what=what)
     if channels == 4 and (img.ndim != 3 or img.shape[2] != 4):
         found = 1 if img.ndim == 2 else img.shape[2]
         raise ImageDecodeError(f"{what}: data_shape asks for 4 channels but the image has {found}")

@@ -5,9 +5,11 @@ the frame header (coding process, precision, size, components), where the
 first scan starts, and the EXIF orientation OpenCV would apply. It is the one
 JPEG marker walker: the pack job uses it to choose a decoder, the doctor to
 read sizes. :func:`png_shape` reads a PNG's ``IHDR``; :func:`image_shape`
-dispatches. Shapes are ``(height, width, channels)`` as ``cv2.imdecode(buf,
--1)`` (MXNet's ``unpack_img`` with ``iscolor=-1``) gives them: 1 channel for
-a grey image, 3 for colour JPEGs (CMYK ones included), 3 or 4 for PNG.
+dispatches. Shapes are ``(height, width, channels)`` of the image as the
+readers decode it: a JPEG's size after its EXIF orientation (5-8 swap height
+and width, as ``cv2.imdecode(buf, IMREAD_COLOR)`` does), and the channels
+``cv2.imdecode(buf, -1)`` (MXNet's ``unpack_img`` with ``iscolor=-1``) gives: 1
+for a grey image, 3 for colour JPEGs (CMYK ones included), 3 or 4 for PNG.
 
 :func:`truncation` is the one rule for a cut-off file: libjpeg reports a
 cut-off JPEG only as a warning ("Premature end of JPEG file") and OpenCV then
@@ -36,6 +38,8 @@ PNG_IEND = b"IEND\xaeB`\x82"
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 4, 6: 4}
 _EXIF_ORIENTATION = 0x0112
 _TIFF_SHORT = 3
+#: The EXIF orientations that turn an image by a quarter (its height and width swap).
+TURNING_ORIENTATIONS = frozenset((5, 6, 7, 8))
 
 Shape = tuple[int, int, int]
 
@@ -152,14 +156,18 @@ def _exif_orientation(segment: bytes) -> int | None:
 
 
 def jpeg_shape(data: bytes | memoryview) -> Shape:
-    """``(height, width, channels)`` from a JPEG's frame header; raises :class:`ImageDecodeError`."""
+    """``(height, width, channels)`` from a JPEG's frame header, turned by its EXIF orientation.
+
+    Raises :class:`ImageDecodeError` (or :class:`TruncatedImageError`) when there is no frame header.
+    """
     header = jpeg_header(data)
     if header is None:
         raise ImageDecodeError("not a JPEG: no start-of-image marker")
     if header.frame is None:
         kind, reason = header.problem or ("corrupt", "JPEG has no frame header")
         raise (TruncatedImageError if kind == "truncated" else ImageDecodeError)(reason)
-    return header.frame.shape
+    height, width, channels = header.frame.shape
+    return (width, height, channels) if header.orientation in TURNING_ORIENTATIONS else (height, width, channels)
 
 
 def png_shape(data: bytes | memoryview) -> Shape:

@@ -45,6 +45,7 @@ from ray.data.datasource.datasink import WriteResult
 from mxrec.errors import ManifestError, MissingFolderError, OptionError, PackError, ParameterError
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.manifest import Manifest, manifest_path
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import (
     ShardedWriter,
     ShardLimit,
@@ -93,6 +94,10 @@ class RecordSink(Datasink):
         self.manifest: Manifest | None = None
         self.returns: list[dict] = []
 
+    #: Whether a ``shard_size`` of N records gives shards of exactly N (the last one fewer), as a local
+    #: writer does, even where tasks wrote fewer records than they were given (:meth:`_recut`).
+    exact_shards = False
+
     # -- on the driver ---------------------------------------------------------------------------------------
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
@@ -105,7 +110,27 @@ class RecordSink(Datasink):
         self.returns = sorted(write_result.write_returns, key=lambda r: r["order"])
         staged = [(os.path.join(self.staging, rec), os.path.join(self.staging, idx), count)
                   for r in self.returns for rec, idx, count in r["shards"] if count > 0]
+        if self.exact_shards:
+            staged = self._recut(staged)
         self.manifest = self._commit(staged)
+
+    def _recut(self, staged: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+        """Shards of exactly ``limit.records`` records (the last one fewer), as one local writer cuts them.
+
+        The tasks' shards are kept when they already are; otherwise (a task wrote fewer records than it was
+        given entries: skipped images) every record is copied, in order and with its key, into new shards.
+        """
+        if self.limit is None or self.limit.records is None:
+            return staged
+        if all(count == self.limit.records for *_, count in staged[:-1]):
+            return staged
+        with ShardedWriter(os.path.join(self.staging, f"exact-{uuid.uuid4().hex[:8]}.rec"), self.limit) as writer:
+            for rec, idx, _ in staged:
+                with RecordReader(rec, idx) as reader:
+                    for key, payload in zip(reader.keys, reader, strict=True):
+                        writer.write(payload, key)
+        return [(os.path.join(self.staging, e.rec), os.path.join(self.staging, e.idx), e.records)
+                for e in read_manifest(writer.manifest_path).shards]
 
     def on_write_failed(self, error: Exception) -> None:
         self.abort()

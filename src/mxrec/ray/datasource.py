@@ -10,8 +10,9 @@ Rows are the records in dataset order (shard by shard, ``.idx`` order within a s
 ``key``      the ``.idx`` key (``int64``; ``uint64`` when a key needs it; ``string`` with ``key_type=str``),
              or the record's position in its shard when the shard has no ``.idx``
 ``flag``     ``uint32``, the IRHeader's label count (0: one scalar label)
-``label``    ``float32``; with ``label_width=k > 1`` a ``(k,)`` tensor; with ``label_width=None`` a
-             ``list<float32>`` of every label (one value for a scalar label)
+``label``    by default (``label_width=None``) a ``list<float32>`` of every label (one value for a
+             scalar label), as Ray's own readers read every column; ``label_width=1`` a ``float32``
+             column, ``label_width=k > 1`` a ``(k,)`` tensor
 ``id``       ``uint64``, the IRHeader's id (im2rec: the ``.lst`` index); ``id2`` likewise
 ``data``     ``binary``, the bytes after the IRHeader (the encoded image)
 ``image``    instead of ``data`` with ``decode=True``: ``uint8`` pixels, HWC (HW for one channel), RGB
@@ -19,7 +20,7 @@ Rows are the records in dataset order (shard by shard, ``.idx`` order within a s
 ===========  ===================================================================================
 
 With ``header=False`` the rows are only ``key`` and ``data`` (the whole payload), for records that hold
-no IRHeader. ``label_width`` follows MXNet's ``ImageRecordIter``: every record must hold exactly that
+no IRHeader. A ``label_width`` follows MXNet's ``ImageRecordIter``: every record must hold exactly that
 many labels (a scalar counts as one), else the read fails naming the file and record.
 
 How it is split: a shard with an ``.idx`` is cut by ``.idx`` position ranges of about equal bytes, so one
@@ -148,7 +149,7 @@ class RowFormat:
 
     key_type: pa.DataType
     header: bool = True
-    label_width: int | None = 1
+    label_width: int | None = None
     decode: bool = False
     channels: int = 3
     bgr: bool = False
@@ -273,7 +274,7 @@ class RecordSource(Datasource):
     """
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, key_type: KeyType = int,
-                 header: bool = True, label_width: int | None = 1, decode: bool = False, channels: int = 3,
+                 header: bool = True, label_width: int | None = None, decode: bool = False, channels: int = 3,
                  bgr: bool = False, storage_options: StorageOptions = None) -> None:
         super().__init__()
         self.storage_options = storage_options
@@ -354,7 +355,7 @@ class RecordSource(Datasource):
 
 def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
                   override_num_blocks: int | None = None, key_type: KeyType = int, header: bool = True,
-                  label_width: int | None = 1, decode: bool = False, channels: int = 3, bgr: bool = False,
+                  label_width: int | None = None, decode: bool = False, channels: int = 3, bgr: bool = False,
                   storage_options: StorageOptions = None, ray_remote_args: dict | None = None,
                   concurrency: int | None = None) -> Dataset:
     """A Ray Dataset of the records of ``paths`` (one ``.rec`` or a shard set; see the module docstring).
@@ -362,7 +363,8 @@ def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
     ``override_num_blocks``: the number of read tasks (default: Ray's choice from the data size); each
     yields one block, or more when it holds more than ``DataContext.target_max_block_size`` bytes.
     ``key_type``: ``int`` or ``str`` ``.idx`` keys. ``header=False``: rows are ``key`` and the whole
-    payload as ``data``. ``label_width``: labels per record (MXNet's rule), ``None`` for all of them.
+    payload as ``data``. ``label_width``: ``None`` (default) reads every label of every record; ``k``
+    requires exactly ``k`` per record (MXNet's rule; ``1`` gives a plain ``float32`` column).
     ``decode``: an ``image`` column of pixels (``channels`` 1, 3 or 4; RGB unless ``bgr``) instead of
     ``data``. ``storage_options`` go to fsspec for URLs (credentials, endpoint), in the tasks too.
     ``ray_remote_args`` and ``concurrency`` go to ``ray.data.read_datasource``.

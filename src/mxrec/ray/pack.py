@@ -74,6 +74,8 @@ class PackSink(RecordSink):
     packed images to.
     """
 
+    exact_shards = True  # skipped images do not shorten a shard: N records per shard, as a local pack
+
     def __init__(self, path: str | os.PathLike, job: PackJob, images: int, *, shard_size: ShardLimit | None = None,
                  tally: Any = None) -> None:
         super().__init__(path, shard_size=shard_size)

@@ -109,12 +109,15 @@ class TrainImages:
     ``data_shape`` is ``(channels, height, width)``; ``params`` are ``ImageRecordIter``'s augmentation and
     normalisation parameters (``rand_crop``, ``rand_mirror``, ``resize``, ``mean_r``, ``std_r``, ...).
     Output rows: ``image`` ``(C, H, W)`` of ``dtype``, RGB, and the ``label``, ``key`` and ``id`` columns of
-    the input (those it has). Random choices: with a ``seed``, a pure function of ``(seed, epoch, record
+    the input (those it has). ``label_width`` is ``ImageRecordIter``'s: a ``label`` holding every label
+    (:func:`~mxrec.ray.read_recordio`'s default) becomes ``float32``, one value per row for 1 (the
+    default), ``(label_width,)`` for more, and a record with another count is an error naming it;
+    ``None`` keeps the column as it is. Random choices: with a ``seed``, a pure function of ``(seed, epoch, record
     id)`` (pass the epoch to get new ones); without, fresh for every batch, hence every epoch.
     """
 
     def __init__(self, data_shape: Sequence[int], *, dtype: str = "float32", seed: int | None = None,
-                 epoch: int = 0, **params: Any) -> None:
+                 epoch: int = 0, label_width: int | None = 1, **params: Any) -> None:
         self.data_shape = data_shape_of(data_shape)
         augment, normalize = preprocess_params({**params, "data_shape": self.data_shape}, "TrainImages")
         self.augmenter = DefaultAugmenter(augment)
@@ -122,6 +125,9 @@ class TrainImages:
         self.random = augment.is_random or normalize.is_random
         self.seed = seed
         self.epoch = epoch
+        if label_width is not None and label_width < 1:
+            raise ParameterError(f"TrainImages: label_width must be >= 1 or None, not {label_width}")
+        self.label_width = label_width
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -147,7 +153,19 @@ class TrainImages:
             except (ParameterError, ImageDecodeError) as exc:  # the augmenter's: say which record
                 raise type(exc)(f"{name}: {exc}") from None
         kept = [column for column in ("label", "key", "id") if column in table.column_names]
-        return {"image": out, **BlockAccessor.for_block(table.select(kept)).to_batch_format("numpy")}
+        columns = BlockAccessor.for_block(table.select(kept)).to_batch_format("numpy")
+        if "label" in columns and self.label_width is not None and pa.types.is_list(table.schema.field("label").type):
+            columns["label"] = _fixed_labels(table["label"].to_pylist(), self.label_width, names)
+        return {"image": out, **columns}
+
+
+def _fixed_labels(labels: list[list[float]], width: int, names: list[str]) -> np.ndarray:
+    """Every record's labels as ``float32``, ``(rows,)`` for width 1, else ``(rows, width)``; MXNet's rule."""
+    for values, name in zip(labels, names, strict=True):
+        if len(values) != width:
+            raise ParameterError(f"{name}: {len(values)} label(s) but label_width is {width}")
+    fixed = np.array(labels, np.float32).reshape(len(labels), width)
+    return fixed[:, 0] if width == 1 else fixed
 
 
 def split_for_ranks(ds: Dataset, ranks: int, *, remainder: Literal["drop", "pad"] = "drop",

@@ -4,7 +4,10 @@
 * :func:`ray_session`: this process as a driver of the cluster at an address. Ray itself retries an
   unreachable address for minutes; mxrec first opens a TCP connection to it (a few seconds at most) and
   raises :class:`~mxrec.errors.ClusterError` naming the address when nothing answers. A session already
-  open in this process (``ray.init`` called by the user) is used as it is.
+  open in this process (``ray.init`` called by the user) is used as it is. Without an address mxrec starts
+  a single-machine Ray that listens on 127.0.0.1 only (:func:`loopback_only`); a cluster at an address is
+  its owner's to secure. Ray's own messages (a worker died) are kept off this process's stdout
+  (:func:`quiet_driver`).
 * :func:`task_errors`: an mxrec error raised inside a Ray task comes out as itself, not wrapped in Ray's
   ``RayTaskError`` with a remote traceback (the command line prints it on one line).
 * :func:`run_reporting`: a blocking Ray Data job (``write_datasink``) run while the caller is told how far
@@ -68,8 +71,10 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     """Within the block this process is a Ray driver; yields the ``ray`` module.
 
-    ``address``: the cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto``); ``None`` is Ray's default
-    (``RAY_ADDRESS``, else a cluster started on this machine, else a new single-machine Ray). If this
+    ``address``: the cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto`` for one started on this machine);
+    ``None`` is ``RAY_ADDRESS``, else a new single-machine Ray that mxrec starts for itself and stops at the
+    end of the block. That one listens on 127.0.0.1 only (gcs_server, raylet, workers: see
+    :func:`loopback_only`); a cluster at an address is its owner's to secure. If this
     process is already connected, that connection is used and left open; a connection made here is closed
     at the end of the block. SIGTERM then ends the process through cleanup code, as Ctrl-C does: the
     caller's own SIGTERM handler if it had one (the command line raises ``KeyboardInterrupt``), else Ray's
@@ -79,32 +84,85 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     if ray.is_initialized():
         yield ray
         return
-    target = address or os.environ.get("RAY_ADDRESS")
-    if target and target not in ("auto", "local"):
+    target = address or os.environ.get("RAY_ADDRESS") or "local"
+    if target not in ("auto", "local"):
         check_reachable(target)
     main_thread = threading.current_thread() is threading.main_thread()
     own_handler = signal.getsignal(signal.SIGTERM) if main_thread else None
-    try:
-        # Errors of tasks come back as exceptions; the workers' own output is not streamed to this process.
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
-    except ConnectionError as exc:
-        raise ClusterError(f"cannot connect to the Ray cluster at {target or 'auto'}: {exc}") from None
-    if callable(own_handler):  # ray.init replaced it with sys.exit: keep the caller's (the command line's)
-        signal.signal(signal.SIGTERM, own_handler)
-    try:
-        yield ray
-    except (KeyboardInterrupt, SystemExit):
-        # Ctrl-C or SIGTERM. Ray Data's executor thread of the interrupted job outlives the shutdown below:
-        # it would report the shutdown as errors, tracebacks included, and its next Ray call would connect
-        # this process to the cluster again (Ray's automatic ray.init). The user asked for the stop.
-        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
-        with contextlib.suppress(ImportError, AttributeError):
-            import ray._private.auto_init_hook as auto_init
+    # a Ray mxrec starts for itself listens on loopback only
+    with loopback_only() if target == "local" else contextlib.nullcontext({}) as options:
+        try:
+            # Errors of tasks come back as exceptions; the workers' own output is not streamed to this process.
+            ray.init(address=target, logging_level=logging.WARNING, log_to_driver=False, **options)
+        except ConnectionError as exc:
+            raise ClusterError(f"cannot connect to the Ray cluster at {target}: {exc}") from None
+        if callable(own_handler):  # ray.init replaced it with sys.exit: keep the caller's (the command line's)
+            signal.signal(signal.SIGTERM, own_handler)
+        quiet = quiet_driver()
+        try:
+            yield ray
+        except (KeyboardInterrupt, SystemExit):
+            # Ctrl-C or SIGTERM. Ray Data's executor thread of the interrupted job outlives the shutdown below:
+            # it would report the shutdown as errors, tracebacks included, and its next Ray call would connect
+            # this process to the cluster again (Ray's automatic ray.init). The user asked for the stop.
+            logging.getLogger("ray.data").setLevel(logging.CRITICAL)
+            with contextlib.suppress(ImportError, AttributeError):
+                import ray._private.auto_init_hook as auto_init
 
-            auto_init.enable_auto_connect = False
-        raise
+                auto_init.enable_auto_connect = False
+            raise
+        finally:
+            ray.shutdown()
+            quiet()
+
+
+def quiet_driver() -> Callable[[], None]:
+    """Stop Ray printing the cluster's messages in this driver; returns the function that undoes it.
+
+    With ``log_to_driver=False`` workers' output already stays out, but Ray still prints the raylet's
+    messages (a worker died, a task is retried) on this process's *stdout*, coloured: that would break
+    ``--json`` output. A task's failure reaches mxrec as an exception all the same.
+    """
+    from ray._private import worker  # the switch Ray's own debugger uses to silence these
+
+    saved = worker._worker_logs_enabled
+    worker._worker_logs_enabled = False
+
+    def restore() -> None:
+        worker._worker_logs_enabled = saved
+
+    return restore
+
+
+#: Environment that keeps a Ray that mxrec starts on 127.0.0.1. On Linux Ray's default (1) makes the node
+#: address the outward-facing one, even for 127.0.0.1, and its servers then listen on every interface.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+LOOPBACK = "127.0.0.1"
+
+
+@contextlib.contextmanager
+def loopback_only() -> Iterator[dict[str, Any]]:
+    """Within the block a Ray started by this process listens on 127.0.0.1 only; yields ``ray.init`` options.
+
+    gcs_server, raylet, the agents and the workers inherit :data:`LOOPBACK_ENV` from this process's
+    environment (the workers through the raylet); this process's Ray read the same setting when it was
+    imported, so its copy is set too. Both are put back afterwards.
+    """
+    from ray._private import ray_constants  # what Ray read from the environment at import
+
+    saved_env = {name: os.environ.get(name) for name in LOOPBACK_ENV}
+    saved_flag = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ.update(LOOPBACK_ENV)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield {"_node_ip_address": LOOPBACK, "dashboard_host": LOOPBACK}
     finally:
-        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def default_tasks() -> int:

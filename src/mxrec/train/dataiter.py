@@ -46,16 +46,23 @@ class DataBatch:
 
     The last ``pad`` samples are not new data of this epoch (repeats or empty
     slots): leave them out of metrics. ``index`` holds each sample's record id
-    (``-1`` for an empty slot).
+    (``-1`` for an empty slot). ``label`` may be left out (``None``), as in
+    MXNet, and ``str(batch)`` reads as MXNet's: ``DataBatch: data shapes:
+    [(2, 3)] label shapes: None``.
     """
 
     data: list[np.ndarray]
-    label: list[np.ndarray]
+    label: list[np.ndarray] | None = None
     pad: int = 0
     index: np.ndarray | None = None
     provide_data: list[DataDesc] | None = None
     provide_label: list[DataDesc] | None = None
     bucket_key: object = None
+
+    def __str__(self) -> str:
+        data_shapes = [tuple(d.shape) for d in self.data] if self.data is not None else None
+        label_shapes = [tuple(lab.shape) for lab in self.label] if self.label else None
+        return f"{type(self).__name__}: data shapes: {data_shapes} label shapes: {label_shapes}"
 
 
 def check_names(given: dict, known: Sequence[str], where: str) -> None:

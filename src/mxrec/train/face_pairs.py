@@ -2,7 +2,8 @@
 
 InsightFace evaluates a face model on pairs of images: ``load_bin`` in its
 ``verification.py`` unpickles ``(images, issame)``, decodes every image with
-``mx.image.imdecode`` (RGB), resizes it to the model's input size if needed,
+``mx.image.imdecode`` (RGB), resizes it to the model's input size if needed
+(``mx.image.resize_short``, bicubic),
 and compares the embeddings of images ``2k`` and ``2k + 1`` against
 ``issame[k]``. :func:`load_verification_set` does the same without MXNet and
 without trusting the pickle: the file is read by
@@ -20,7 +21,8 @@ import numpy as np
 
 from mxrec.errors import VerificationSetError
 from mxrec.format.insightface import parse_verification_pickle
-from mxrec.image.codec import decode_pixels, opencv, to_rgb
+from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.transforms.functional import INTER_CUBIC, resize_shorter
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,12 @@ def load_verification_set(path: str | os.PathLike, image_size: tuple[int, int] |
     path
         The ``.bin`` file.
     image_size
-        ``(height, width)``: resize every image to it (bilinear, as
-        ``load_bin``'s ``mx.image.imresize``); by default the images are kept as
+        ``(height, width)``: as ``load_bin`` does, an image whose width is not
+        ``image_size[0]`` gets its shorter side resized to ``image_size[0]``
+        with ``mx.image.resize_short``'s default interpolation, bicubic (MXNet
+        1.9.1's ``interp=2``, OpenCV's ``INTER_CUBIC``; the longer side
+        ``long * size // short``); the result must then be ``image_size``
+        (InsightFace's targets are square). By default the images are kept as
         they are and must all have one size (112x112 in InsightFace's sets).
 
     Returns
@@ -69,8 +75,11 @@ def load_verification_set(path: str | os.PathLike, image_size: tuple[int, int] |
     images = []
     for i, data in enumerate(encoded):
         img = to_rgb(decode_pixels(data, 3, what=f"{path}: image {i}"))
+        if image_size is not None and img.shape[1] != image_size[0]:
+            img = resize_shorter(img, image_size[0], INTER_CUBIC)
         if image_size is not None and img.shape[:2] != tuple(image_size):
-            img = opencv().resize(img, (image_size[1], image_size[0]), interpolation=opencv().INTER_LINEAR)
+            raise VerificationSetError(f"{path}: image {i} is {img.shape[1]}x{img.shape[0]} after resize_short to "
+                                       f"{image_size[0]}, not the {image_size[1]}x{image_size[0]} asked for")
         if images and img.shape != images[0].shape:
             raise VerificationSetError(f"{path}: image {i} is {img.shape[1]}x{img.shape[0]}, image 0 is "
                                        f"{images[0].shape[1]}x{images[0].shape[0]}: give image_size to resize them")

@@ -45,6 +45,9 @@ class ImageIter(BatchIter):
     Python's global ``random``); ``num_parts`` ranks take turns in one global
     order with equal batch counts (:mod:`mxrec.train.sampler`; MXNet gives each
     a contiguous ``N // num_parts`` records and never reads the remainder).
+    A JPEG's EXIF orientation is applied, as in every mxrec reader and in
+    MXNet's ``ImageRecordIter`` (MXNet's ``ImageIter`` decodes with
+    ``mx.image.imdecode``, which ignores it).
 
     Parameters
     ----------
@@ -97,6 +100,9 @@ class ImageIter(BatchIter):
         identity).
     shuffle_block, shuffle_window, stick_to_shard, pad_last_batch, storage_options, cache_dir
         *mxrec*: as :class:`~mxrec.train.record_iter.RecordIterParams`'.
+    exif_orientation
+        *mxrec*: ``False`` keeps a JPEG's pixels as stored, as MXNet's
+        ``ImageIter`` gives them (default ``True``: turned as its EXIF tag says).
     **kwargs
         :func:`~mxrec.transforms.create_augmenter` options (``resize``,
         ``rand_crop``, ``rand_mirror``, ``mean``, ``std``, ...) when ``aug_list``
@@ -117,7 +123,7 @@ class ImageIter(BatchIter):
                  seed: int = 0, preprocess_threads: int = 1, prefetch_buffer: int = 2, on_broken: OnBroken = "skip",
                  layout: str = "auto", shuffle_block: int | None = None, shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
                  stick_to_shard: bool = False, pad_last_batch: bool = True, storage_options: StorageOptions = None,
-                 cache_dir: str | None = None, **kwargs: Any) -> None:
+                 cache_dir: str | None = None, exif_orientation: bool = True, **kwargs: Any) -> None:
         data_shape = data_shape_of(data_shape)
         if data_shape[0] != 3:
             raise ParameterError(f"ImageIter decodes colour images: data_shape must have 3 channels, got {data_shape}")
@@ -143,6 +149,7 @@ class ImageIter(BatchIter):
         self._aug_key = stream_key(AUGMENT_STREAM, 2, seed)
         self.path_root = path_root or ""
         self.storage_options = storage_options
+        self.exif_orientation = exif_orientation
         samples = open_samples(path_imgrec, index=path_imgidx or None, layout=layout, storage_options=storage_options,
                                cache_dir=cache_dir) if path_imgrec else None
         self._reader = None if samples is None else samples.records  # every record, or a face set's faces
@@ -212,7 +219,7 @@ class ImageIter(BatchIter):
         if labels.size < self.label_width:
             raise ParameterError(f"{self.describe(position)}: {labels.size} label(s), label_width is "
                                  f"{self.label_width}")
-        img = to_rgb(decode_pixels(buf, 3))  # as mx.image.imdecode
+        img = to_rgb(decode_pixels(buf, 3, exif_orientation=self.exif_orientation))
         rng = SampleRandom(self._aug_key, epoch, position)
         for aug, takes_rng in zip(self.aug_list, self._takes_rng, strict=True):
             img = aug(img, rng) if takes_rng else aug(img)
