@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.errors import UnsupportedError
+from mxrec.errors import OptionError, UnsupportedError
 
 _COVERED = "asnumpy, shape, dtype, ndim, size, astype, copy, transpose, flip, indexing, len"
 
@@ -42,7 +42,7 @@ class NDArray:
     def asscalar(self) -> Any:
         """The value of a one-element array."""
         if self._data.size != 1:
-            raise ValueError(f"asscalar needs a one-element NDArray, this one has shape {self.shape}")
+            raise OptionError(f"asscalar needs a one-element NDArray, this one has shape {self.shape}")
         return self._data.reshape(()).item()
 
     @property
