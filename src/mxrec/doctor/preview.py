@@ -23,6 +23,7 @@ from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
 from mxrec.io.atomic import atomic_open
+from mxrec.io.filesystem import check_writable
 from mxrec.io.insightface import read_face_set
 from mxrec.io.reader import KeyedRecords
 from mxrec.io.shardset import open_dataset
@@ -174,6 +175,7 @@ def image_output_format(path: str | os.PathLike) -> str:
 
     Checked before the sheet is made, so that a wrong name fails at once.
     """
+    check_writable(path)
     fmt = os.path.splitext(os.fspath(path))[1].lower() or ".png"
     if not can_encode(fmt):
         raise MxrecError(f"{os.fspath(path)}: OpenCV cannot write {fmt} images; use .png or .jpg "

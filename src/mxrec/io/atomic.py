@@ -44,7 +44,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import OutputPathError
-from mxrec.io.filesystem import StorageOptions, basename, filesystem, is_url, remote_error
+from mxrec.io.filesystem import StorageOptions, basename, check_writable, filesystem, is_url, remote_error
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -127,6 +127,7 @@ class RemoteOutput:
     """One remote output: written to the local spool file :attr:`path`, uploaded to ``target`` by :meth:`commit`."""
 
     def __init__(self, target: str, storage_options: StorageOptions = None) -> None:
+        check_writable(target)
         self.requested = self.target = target
         self.storage_options = storage_options
         fd, self.path = tempfile.mkstemp(prefix="mxrec-upload-", suffix="-" + basename(target),

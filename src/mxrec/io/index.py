@@ -39,7 +39,7 @@ from mxrec.format.idx import (
     parse_int_lines,
 )
 from mxrec.io.atomic import atomic_open
-from mxrec.io.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
+from mxrec.io.filesystem import StorageOptions, check_writable, exists, is_url, local_path, read_bytes
 from mxrec.io.mapping import mapped
 
 KEY_SOURCES = ("auto", "position", "id")
@@ -230,6 +230,7 @@ _ID_BLOCK = 1 << 20  # records whose header ids are read at once
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                 keys: str = "auto", storage_options: StorageOptions = None) -> tuple[Index, str]:
     """Scan ``rec_path`` and write its ``.idx`` (default: beside it) atomically; see :func:`scan_index`."""
+    check_writable(idx_path if idx_path is not None else index_path_for(rec_path))  # before the scan
     index, source = scan_index(rec_path, keys, storage_options)
     write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
                 storage_options)

@@ -52,7 +52,7 @@ from mxrec.format.idx import KeyType
 from mxrec.format.lst import ListEntry, check_list_path
 from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
-from mxrec.io.filesystem import basename, filesystem, is_url, join, remote_error
+from mxrec.io.filesystem import basename, check_writable, filesystem, is_url, join, remote_error
 from mxrec.io.insightface import read_face_set
 from mxrec.io.lists import write_list
 from mxrec.io.shardset import open_dataset
@@ -129,6 +129,7 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     interrupted extraction leaves image files but no ``.lst``.
     """
     out_dir = os.fspath(out_dir)
+    check_writable(out_dir)
     if is_url(out_dir):
         with tempfile.TemporaryDirectory(prefix="mxrec-extract-", dir=os.environ.get("MXREC_SPOOL_DIR")) as local:
             result = extract_records(rec_path, local, idx_path=idx_path, key_type=key_type, flat=flat,

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
-from mxrec.io.filesystem import filesystem, is_url, join, remote_error
+from mxrec.io.filesystem import check_writable, filesystem, is_url, join, remote_error
 from mxrec.io.lists import label_names_path, write_label_names, write_list
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
@@ -220,6 +220,7 @@ def make_lists(prefix: str | os.PathLike, root: str | os.PathLike, *, recursive:
     Finding no image is an :class:`~mxrec.errors.MxrecError` saying why (:func:`why_no_images`); nothing is written.
     """
     split_list([], chunks, train_ratio, test_ratio)  # reject bad options before walking a large tree
+    check_writable(prefix)
     exts = list(exts)
     images = walk_images(root, recursive, exts)
     if not images.entries:
