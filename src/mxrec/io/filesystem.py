@@ -142,6 +142,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _own_status(exc: BaseException) -> int | None:
+    if type(exc).__module__.startswith("aiohttp.http_exceptions"):  # aiohttp's own parse errors: a "code" 400
+        return None  # that is no answer of the server (a cut body: ContentLengthError)
     for attr in ("status", "status_code", "code"):
         value = getattr(exc, attr, None)
         if isinstance(value, int) and 100 <= value <= 599:
@@ -235,14 +237,16 @@ def remote_error(url: str, exc: BaseException, what: str = "read") -> RemoteErro
         return exc
     detail = f"{type(exc).__name__}: {_first_line(str(exc))}".strip()
     status = _status(exc)
+    if status is not None and str(status) not in detail:  # s3fs's OSError says "Please reduce...", not "503"
+        detail += f" (HTTP {status})"
+    unreachable = _connection_failure(exc)  # (fsspec's HTTP info says FileNotFoundError for a refused connection)
+    if unreachable is not None:
+        return RemoteError(url, f"{what} failed: {unreachable}")
     if isinstance(exc, FileNotFoundError) or status == 404:
         return RemoteNotFoundError(url, f"{what}: no such file, bucket or object ({detail})")
     if isinstance(exc, PermissionError) or status in (401, 403):
         return RemoteAccessError(url, f"{what}: access denied: check the credentials (environment, fsspec "
                                       f"configuration or storage_options) ({detail})")
-    unreachable = _connection_failure(exc)
-    if unreachable is not None:
-        return RemoteError(url, f"{what} failed: {unreachable}")
     return RemoteError(url, f"{what} failed: {detail}")
 
 
@@ -289,8 +293,6 @@ def _info(path: str, storage_options: StorageOptions, fs_path: str | None = None
     fs_path = own_path if fs_path is None else fs_path
     try:
         return fs.info(fs_path)
-    except FileNotFoundError:
-        return None
     except Exception as exc:
         error = remote_error(path, exc, "asking for the file")
         if isinstance(error, RemoteNotFoundError):
