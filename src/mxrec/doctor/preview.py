@@ -157,10 +157,14 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
         if not positions:
             raise MxrecError(f"{reader.path}: no records to show")
         tiles = []
-        for position in positions:
+        try:  # one batch: a remote dataset's records arrive in a few coalesced reads, not one request each
+            batch: list = reader.read_batch(positions)
+        except ValueError:  # damaged framing under some key: read them one by one to say which
+            batch = [None] * len(positions)
+        for position, read in zip(positions, batch, strict=True):
             key = reader.keys[position]
             try:
-                payload, fault = reader[position], None
+                payload, fault = (reader[position] if read is None else read), None
             except ValueError as exc:  # damaged framing under this key
                 payload, fault = None, str(exc)
             image, fault = record_tile(payload, key, tile, fault, label_names)

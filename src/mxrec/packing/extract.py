@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -150,9 +151,9 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         result.damage = None if reader.damage is None else str(reader.damage)
         faces = read_face_set(reader, layout)
         positions = range(len(reader)) if faces is None else faces.positions.tolist()
-        for done, position in enumerate(positions, 1):
+        for done, (position, read) in enumerate(_batched(reader, positions), 1):
             try:
-                record = reader[position]
+                record = reader[position] if read is None else read
                 header, start = unpack_header(record)
             except (HeaderError, RecordFormatError, IndexFileError) as exc:
                 result.skipped.append((position, reader.keys[position], str(exc)))
@@ -173,6 +174,23 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                 progress(done, len(positions))
     write_list(result.lst_path, entries, exact=True)
     return result
+
+
+BATCH_BYTES = 16 << 20  # about this many record bytes read at once (a remote file: in a few coalesced requests)
+
+
+def _batched(reader: Any, positions: Sequence[int]) -> Iterator[tuple[int, bytes | None]]:
+    """``(position, record)`` for each position, read in batches of about :data:`BATCH_BYTES`; the record is
+    ``None`` when its batch held a record that cannot be read (it is then read on its own, to say which)."""
+    per_record = max(1, reader.nbytes // max(1, len(reader)))
+    size = min(4096, max(16, BATCH_BYTES // per_record))
+    for first in range(0, len(positions), size):
+        chunk = list(positions[first:first + size])
+        try:
+            records: list = reader.read_batch(chunk)
+        except (RecordFormatError, IndexFileError):
+            records = [None] * len(chunk)
+        yield from zip(chunk, records, strict=True)
 
 
 def dataset_stem(spec: object) -> str:
