@@ -31,7 +31,7 @@ def photos_on_s3(s3_server, s3_bucket, tmp_path):
 
 def test_extract_from_s3_reads_in_few_requests(s3_server, photos_on_s3, tmp_path):
     """Regression: extract made one GET per record (50 here; 1501 for a 1501-record file)."""
-    url, rec = photos_on_s3
+    url, _ = photos_on_s3
     done = run(s3_server, "extract", url, str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "out").rglob("*.jpg"))) == 50
