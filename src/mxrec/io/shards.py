@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mxrec.errors import ManifestError, OptionError
@@ -113,6 +115,36 @@ def _relative(path: str, folder: str) -> str:
     return basename(path) if is_url(path) else os.path.relpath(path, folder)
 
 
+def _uninterrupted(call: Callable[[], object]) -> None:
+    """Run ``call`` (one request to a remote store) to its end, even when Ctrl-C or SIGTERM arrives meanwhile.
+
+    A request in flight cannot be taken back: were the interrupt raised while it runs, the cleanup that follows
+    could remove a staged or published shard before the request lands, leaving it there. So the request runs in
+    a thread of its own, and an interrupt that arrives meanwhile is raised once it has finished.
+    """
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the calling thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name="mxrec-upload", daemon=True)
+    worker.start()
+    interrupted: BaseException | None = None
+    while worker.is_alive():
+        try:
+            worker.join(0.05)
+        except KeyboardInterrupt as exc:  # SIGTERM too (the command line raises it as one)
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
+
+
 @dataclass
 class _Done:
     """A finished shard: where its files are now (staged) and will be (final), its records and sizes."""
@@ -192,7 +224,8 @@ class ShardedWriter:
             for output, target in zip(outputs, staged, strict=True):
                 self._uploading = target  # (removed by abort if the upload was under way)
                 try:
-                    fs.put_file(output.path, fs._strip_protocol(target))
+                    _uninterrupted(lambda output=output, target=target: fs.put_file(output.path,
+                                                                                    fs._strip_protocol(target)))
                 except Exception as exc:
                     raise remote_error(target, exc, "upload") from None
         finally:
@@ -215,17 +248,23 @@ class ShardedWriter:
         """Publish every shard, then write the manifest, then remove stale shards (see the class doc). Idempotent."""
         if self._closed:
             return
+        old: set[str] = set()
         try:
             self._stop()
             old = self._old_shards()
             self._remove_old_manifest()  # an older set's manifest must never describe the new shards
+            self._published += sorted(old)  # from here on the older set is no set: removed, should this fail
             for shard in self._done:  # the .rec first: an .idx never appears before its data
                 for staged, final in zip(shard.staged, shard.final, strict=True):
                     self._publish(staged, final)
             folder = parent(self.manifest_path) or os.curdir
             manifest = Manifest(tuple(ShardEntry(_relative(d.final[0], folder), _relative(d.final[1], folder),
                                                  d.records, d.sizes[0], d.sizes[1]) for d in self._done))
-            write_manifest(self.manifest_path, manifest, self.storage_options)
+            self._published.append(self.manifest_path)
+            if self.remote:
+                _uninterrupted(lambda: write_manifest(self.manifest_path, manifest, self.storage_options))
+            else:
+                write_manifest(self.manifest_path, manifest, self.storage_options)
         except BaseException:
             self._remove_everything()
             raise
@@ -237,10 +276,13 @@ class ShardedWriter:
             os.replace(staged, final)
             return
         fs, _ = filesystem(self.rec_path, self.storage_options)
-        try:
+        def move() -> None:
             if protocol(final) not in ATOMIC_UPLOAD_PROTOCOLS and fs.exists(fs._strip_protocol(final)):
                 fs.rm_file(fs._strip_protocol(final))  # (HDFS renames onto no file; object stores replace)
             fs.mv(fs._strip_protocol(staged), fs._strip_protocol(final))
+
+        try:
+            _uninterrupted(move)
         except Exception as exc:
             raise remote_error(final, exc, f"publishing {basename(staged)}") from None
 
