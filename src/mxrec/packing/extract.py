@@ -139,15 +139,17 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         result.out_dir = out_dir
         result.lst_path = join(out_dir, os.path.basename(result.lst_path))
         return result
-    os.makedirs(out_dir, exist_ok=True)
-    real_root = os.path.realpath(out_dir)
     stem = dataset_stem(rec_path)
-    result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
-    if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
-        raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
     entries: list[ListEntry] = []
     used: set[str] = set()
     with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
+        if getattr(reader, "manifest", None) is not None:
+            reader.check()  # a missing or cut shard fails now, before any file is written
+        os.makedirs(out_dir, exist_ok=True)
+        real_root = os.path.realpath(out_dir)
+        result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
+        if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
+            raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
         result.damage = None if reader.damage is None else str(reader.damage)
         faces = read_face_set(reader, layout)
         positions = range(len(reader)) if faces is None else faces.positions.tolist()
