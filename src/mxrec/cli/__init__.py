@@ -32,7 +32,7 @@ import importlib
 import os
 import signal
 import sys
-import threading
+import time
 from collections.abc import Iterator, Sequence
 
 from mxrec import __version__
@@ -65,6 +65,11 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _interrupt_main_soon(signum: int) -> None:
+    time.sleep(0.01)
+    _thread.interrupt_main(signum)
+
+
 class _RedeliverLostInterrupts:
     """``sys.unraisablehook`` that raises again, in the main thread's own code, an interrupt that was lost.
 
@@ -82,8 +87,9 @@ class _RedeliverLostInterrupts:
         exc_type = getattr(unraisable, "exc_type", None)
         if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
             signum = getattr(getattr(unraisable, "exc_value", None), "signum", signal.SIGINT)
-            # from another thread: delivered once this finalizer has given the interpreter back
-            threading.Timer(0.001, _thread.interrupt_main, (signum,)).start()
+            # from another thread, a moment later, once this hook and the finalizer are done (a thread started
+            # without waiting for it: waiting here could take the signal again, inside this hook, and lose it)
+            _thread.start_new_thread(_interrupt_main_soon, (signum,))
             return
         self.previous(unraisable)  # type: ignore[operator]
 

@@ -123,6 +123,7 @@ def _uninterrupted(call: Callable[[], object]) -> None:
     a thread of its own, and an interrupt that arrives meanwhile is raised once it has finished.
     """
     outcome: list[BaseException | None] = []
+    finished = threading.Event()  # (not Thread.join: interrupted, it takes a running thread for finished)
 
     def run() -> None:
         try:
@@ -130,13 +131,14 @@ def _uninterrupted(call: Callable[[], object]) -> None:
             outcome.append(None)
         except BaseException as exc:  # handed to the calling thread
             outcome.append(exc)
+        finally:
+            finished.set()
 
-    worker = threading.Thread(target=run, name="mxrec-upload", daemon=True)
-    worker.start()
+    threading.Thread(target=run, name="mxrec-upload", daemon=True).start()
     interrupted: BaseException | None = None
-    while worker.is_alive():
+    while not finished.is_set():
         try:
-            worker.join(0.05)
+            finished.wait(0.05)
         except KeyboardInterrupt as exc:  # SIGTERM too (the command line raises it as one)
             interrupted = exc
     if interrupted is not None:

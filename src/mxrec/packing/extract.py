@@ -182,12 +182,18 @@ BATCH_BYTES = 16 << 20  # about this many record bytes read at once (a remote fi
 
 
 def _batched(reader: Any, positions: Sequence[int]) -> Iterator[tuple[int, bytes | None]]:
-    """``(position, record)`` for each position, read in batches of about :data:`BATCH_BYTES`; the record is
-    ``None`` when its batch held a record that cannot be read (it is then read on its own, to say which)."""
+    """``(position, record)`` for each position, read in batches of about :data:`BATCH_BYTES` (a shard set's
+    batches stop at each shard's end); the record is ``None`` when its batch held a record that cannot be read
+    (it is then read on its own, to say which)."""
     per_record = max(1, reader.nbytes // max(1, len(reader)))
     size = min(4096, max(16, BATCH_BYTES // per_record))
-    for first in range(0, len(positions), size):
-        chunk = list(positions[first:first + size])
+    shard_starts = {int(s) for s in getattr(reader, "starts", [])}
+    chunks: list[list[int]] = [[]]
+    for position in positions:
+        if len(chunks[-1]) == size or (position in shard_starts and chunks[-1]):
+            chunks.append([])
+        chunks[-1].append(position)
+    for chunk in chunks:
         try:
             records: list = reader.read_batch(chunk)
         except (RecordFormatError, IndexFileError):
