@@ -8,13 +8,18 @@ of its own; the rare record stored in several parts, see
 :mod:`mxrec.format.framing`, may pass a byte cap by a few bytes). Every
 shard is a plain RecordIO pair with its own ``.idx``.
 
-All shards are written under ``<name>.partial`` and renamed only when the
-whole job closes successfully, so an interrupted job leaves no shard that
-looks finished, not even the early ones. The set's manifest
-(:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written last.
-``rec_path`` may be a URL: every shard is then spooled locally and uploaded
-by ``close`` (:class:`~mxrec.io.atomic.RemoteOutput`), ``.rec`` before
-``.idx``, the manifest last.
+All shards are written under names no reader takes (``<name>.partial``) and
+published only when the whole job closes successfully, so an interrupted job
+leaves no shard that looks finished, not even the early ones. The set's
+manifest (:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written
+last; shards of an earlier, larger set of the same name are removed after it.
+``rec_path`` may be a URL: each shard is spooled locally
+(:class:`~mxrec.io.atomic.RemoteOutput`), uploaded as
+``<name>.<job>.partial`` as soon as it is finished (its spool files dropped),
+and moved to its final name by ``close``, ``.rec`` before ``.idx``, the
+manifest last. An exception or interrupt, also one inside ``close``, removes
+whatever the job staged, published or spooled; a request in flight is let
+finish first, so that the cleanup is not overtaken by it.
 """
 
 from __future__ import annotations
