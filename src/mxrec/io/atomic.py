@@ -31,7 +31,9 @@ Remote outputs (a URL, see :mod:`mxrec.io.filesystem`) take their own path,
 visible only once complete, so it goes straight to the final name; elsewhere
 (HDFS) it goes to ``<name>.partial`` and is renamed. An exception (or a
 crash) before ``commit`` uploads nothing; the bytes are those a local write
-would have made. :func:`output_for` picks the right kind for a target.
+would have made. An ``http(s)://`` target is refused when the output is made,
+before any work (:func:`~mxrec.io.filesystem.check_writable`). :func:`output_for`
+picks the right kind for a target.
 """
 
 from __future__ import annotations
