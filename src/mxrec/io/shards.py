@@ -188,6 +188,7 @@ class ShardedWriter:
         self._current: RecordWriter | None = None
         self._uploading: str | None = None  # the staged object being uploaded now
         self._closed = False
+        self._committed = False  # the set is published: nothing is taken back any more
 
     @property
     def paths(self) -> list[tuple[str, str]]:
@@ -275,6 +276,8 @@ class ShardedWriter:
         except BaseException:
             self._remove_everything()
             raise
+        self._committed = True
+        self._published.clear()
         self._remove_stale(old)
 
     def _publish(self, staged: str, final: str) -> None:
@@ -352,8 +355,10 @@ class ShardedWriter:
         self._done.clear()
 
     def abort(self) -> None:
-        """Stop and remove every shard written so far (staged, spooled or published)."""
-        self._remove_everything()
+        """Stop and remove every shard written so far (staged, spooled or published); after a successful
+        :meth:`close`, nothing."""
+        if not self._committed:
+            self._remove_everything()
 
     def __len__(self) -> int:
         return sum(d.records for d in self._done) + (len(self._current) if self._current is not None else 0)
