@@ -168,3 +168,22 @@ def test_hdfs_without_a_jvm_is_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert url in lines[0] and "no Java VM" in lines[0]
+
+
+def test_webhdfs_and_http_5xx_are_retried(webhdfs_server, http_server, local):
+    """What WebHDFS (requests' HTTPError) and fsspec's HTTP (aiohttp's ClientResponseError) raise for a 503."""
+    webhdfs_server.local_path("/d").mkdir(parents=True)
+    webhdfs_server.local_path("/d/train.rec").write_bytes(local.read_bytes())
+    webhdfs_server.local_path("/d/train.idx").write_bytes(local.with_suffix(".idx").read_bytes())
+    webhdfs_server.faults.fail_next(2, 503, role="namenode", op="OPEN")
+    reader = RecordReader(f"webhdfs://127.0.0.1:{webhdfs_server.port}/d/train.rec",
+                          storage_options={"user": webhdfs_server.user})
+    assert reader.read_batch([0, 299]) == [records()[0], records()[299]]
+    assert [r.status for r in webhdfs_server.log.filter(role="namenode", op="OPEN")][:2] == [503, 503]
+
+    url = http_server.put("d/train.rec", local.read_bytes())
+    http_server.put("d/train.idx", local.with_suffix(".idx").read_bytes())
+    reader = RecordReader(url)
+    http_server.faults.fail_next(2, 503, method="GET", path="/d/train.rec")
+    assert reader.read_batch([5]) == [records()[5]]
+    assert [r.status for r in http_server.log.filter(method="GET", path="/d/train.rec")] == [503, 503, 206]
