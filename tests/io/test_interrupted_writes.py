@@ -235,3 +235,21 @@ def test_extract_of_a_sound_remote_set(s3_server, set_on_s3, tmp_path):
     assert len(list((tmp_path / "out").rglob("*.bin"))) == 30 and (tmp_path / "out" / "d.lst").exists()
     assert isinstance(open_dataset(str(set_on_s3[1] / "d.manifest.json")), ShardSetReader)
     assert RecordReader(set_on_s3[1] / "d_00000.rec")[0] == record(0)
+
+
+def test_repacking_a_smaller_list_with_the_cli_leaves_no_stale_shard(tmp_path):
+    """The issue's case: `mxrec pack --shard-size` run again into the same folder with fewer images."""
+    lines = (IM2REC / "lists" / "sub.lst").read_text().splitlines(keepends=True)
+
+    def pack(entries: list[str]) -> None:
+        (tmp_path / "photos.lst").write_text("".join(entries))
+        done = subprocess.run([sys.executable, "-m", "mxrec", "pack", "--pass-through", "--shard-size", "20",
+                               "--no-progress", str(tmp_path / "photos"), str(PHOTOS)], capture_output=True,
+                              text=True, env=mxrec_env(), timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    pack(lines)
+    assert len(list(tmp_path.glob("photos_*.rec"))) == 3
+    pack(lines[:15])
+    assert sorted(p.name for p in tmp_path.glob("photos_*")) == ["photos_00000.idx", "photos_00000.rec"]
+    assert len(open_dataset(str(tmp_path / "photos_*.rec"))) == 15
