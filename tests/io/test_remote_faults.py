@@ -187,3 +187,31 @@ def test_webhdfs_and_http_5xx_are_retried(webhdfs_server, http_server, local):
     http_server.faults.fail_next(2, 503, method="GET", path="/d/train.rec")
     assert reader.read_batch([5]) == [records()[5]]
     assert [r.status for r in http_server.log.filter(method="GET", path="/d/train.rec")] == [503, 503, 206]
+
+
+def test_library_log_records_stay_off_stderr(tmp_path):
+    """Regression: gs:// without a network printed ~100 lines: gcsfs and google-auth log warnings and tracebacks
+    (``logger.exception``) that Python prints when nobody handles them. (Checked by hand with gcsfs: 109 lines
+    before, 1 after; gcsfs is not among the test dependencies, its fsspec pin conflicts with s3fs's.)"""
+    script = tmp_path / "noisy.py"
+    script.write_text(
+        "import logging, sys\n"
+        "import mxrec.cli.info as info\n"
+        "from mxrec.cli import main\n"
+        "from mxrec.errors import RemoteError\n"
+        "def run(args):\n"
+        "    log = logging.getLogger('gcsfs')\n"
+        "    log.warning('Could not determine bucket type for bucket name b: no credentials')\n"
+        "    try:\n"
+        "        raise OSError('Cannot connect to host storage.googleapis.com:443')\n"
+        "    except OSError as exc:\n"
+        "        log.exception('_request out of retries on exception: %s', exc)\n"
+        "    raise RemoteError(args.rec, 'asking for the file failed: cannot connect')\n"
+        "info.run = run\n"
+        "sys.exit(main(['info', 'gs://b/d/train.rec']))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=mxrec_env(), timeout=60)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "mxrec info: error: gs://b/d/train.rec: asking for the file failed: cannot connect"], done.stderr
+    shown = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                           env=dict(mxrec_env(), MXREC_TRACEBACK="1"))
+    assert "out of retries" in shown.stderr  # asked for: everything

@@ -29,6 +29,7 @@ import _thread
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -142,7 +143,20 @@ def _quiet_stdout() -> None:
         os.close(devnull)
 
 
+def _quiet_library_logs() -> None:
+    """Keep the log records of the libraries underneath (gcsfs, google-auth, botocore...) off stderr.
+
+    Without a handler, Python prints every warning a library logs, tracebacks included (gcsfs without a network:
+    ~100 lines for one failed request); the error mxrec reports names the URL and the real cause in one line.
+    ``MXREC_TRACEBACK=1`` shows them again.
+    """
+    root = logging.getLogger()
+    if not root.handlers and not os.environ.get("MXREC_TRACEBACK"):
+        root.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_library_logs()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
