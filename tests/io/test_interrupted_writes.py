@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.errors import ManifestError, RemoteAccessError
 from mxrec.format.header import IRHeader, pack
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit, read_manifest
-from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from testkit.cli import mxrec_env
 from testkit.iterdata import IM2REC

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from mxrec.io.insightface import read_face_set
-from mxrec.io.reader import RecordReader
+from mxrec.datasets.face_set import read_face_set
+from mxrec.io.opener import RecordReader
 from testkit.cli import mxrec_env
 from testkit.insightface import make_face_set
 from testkit.iterdata import IM2REC, pack_photos

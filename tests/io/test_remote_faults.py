@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from mxrec.errors import RemoteError
-from mxrec.io.filesystem import is_transient
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.filesystem import is_transient
 from testkit.cli import mxrec_env
 from testkit.servers import HTTPServer
 

@@ -14,7 +14,7 @@ leaves no shard that looks finished, not even the early ones. The set's
 manifest (:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written
 last; shards of an earlier, larger set of the same name are removed after it.
 ``rec_path`` may be a URL: each shard is spooled locally
-(:class:`~mxrec.io.atomic.RemoteOutput`), uploaded as
+(:class:`~mxrec.storage.atomic.RemoteOutput`), uploaded as
 ``<name>.<job>.partial`` as soon as it is finished (its spool files dropped),
 and moved to its final name by ``close``, ``.rec`` before ``.idx``, the
 manifest last. An exception or interrupt, also one inside ``close``, removes
@@ -35,8 +35,16 @@ from dataclasses import dataclass
 from mxrec.errors import ManifestError, OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, parse_manifest
-from mxrec.io.atomic import ATOMIC_UPLOAD_PROTOCOLS, PARTIAL_SUFFIX, PartialFile, RemoteOutput, atomic_open, output_for
-from mxrec.io.filesystem import (
+from mxrec.io.writer import RecordWriter
+from mxrec.storage.atomic import (
+    ATOMIC_UPLOAD_PROTOCOLS,
+    PARTIAL_SUFFIX,
+    PartialFile,
+    RemoteOutput,
+    atomic_open,
+    output_for,
+)
+from mxrec.storage.filesystem import (
     StorageOptions,
     basename,
     check_writable,
@@ -49,7 +57,6 @@ from mxrec.io.filesystem import (
     read_bytes,
     remote_error,
 )
-from mxrec.io.writer import RecordWriter
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,

@@ -12,7 +12,7 @@ known image). Layout in ``OUT_DIR``:
 * records with a label array (``flag > 0``) and, with ``flat``, all records go
   straight into ``OUT_DIR`` as ``<id>.<ext>``.
 
-An InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`;
+An InsightFace face set (:func:`~mxrec.datasets.face_set.read_face_set`;
 ``layout`` as there) gives its faces only, each in the folder of its class
 (its label, or its first label): the header and identity records hold no
 image. The ``.lst`` then packs a plain dataset of the faces.
@@ -31,7 +31,7 @@ every folder is checked after it is made (a symbolic link in ``OUT_DIR``
 pointing elsewhere is refused), and files are opened without following
 symbolic links.
 
-The input may be anything :func:`mxrec.io.shardset.open_dataset` opens (a URL,
+The input may be anything :func:`mxrec.datasets.shard_set.open_dataset` opens (a URL,
 a shard set; read front to back in large reads). ``OUT_DIR`` may be a URL:
 the files are written to a local temporary folder and uploaded, the ``.lst``
 last, so a listed set is a complete one.
@@ -43,20 +43,20 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.face_set import read_face_set
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
 from mxrec.format.idx import KeyType
 from mxrec.format.lst import ListEntry, check_list_path
 from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
-from mxrec.io.filesystem import basename, check_writable, filesystem, is_url, join, remote_error
-from mxrec.io.insightface import read_face_set
 from mxrec.io.lists import write_list
-from mxrec.io.shardset import open_dataset
+from mxrec.io.records import Records
+from mxrec.storage.filesystem import basename, check_writable, filesystem, is_url, join, remote_error
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -143,7 +143,7 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     entries: list[ListEntry] = []
     used: set[str] = set()
     with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
-        if getattr(reader, "manifest", None) is not None:
+        if isinstance(reader, ShardSetReader) and reader.manifest is not None:
             reader.check()  # a missing or cut shard fails now, before any file is written
         os.makedirs(out_dir, exist_ok=True)
         real_root = os.path.realpath(out_dir)
@@ -181,13 +181,13 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
 BATCH_BYTES = 16 << 20  # about this many record bytes read at once (a remote file: in a few coalesced requests)
 
 
-def _batched(reader: Any, positions: Sequence[int]) -> Iterator[tuple[int, bytes | None]]:
+def _batched(reader: Records, positions: Sequence[int]) -> Iterator[tuple[int, bytes | None]]:
     """``(position, record)`` for each position, read in batches of about :data:`BATCH_BYTES` (a shard set's
     batches stop at each shard's end); the record is ``None`` when its batch held a record that cannot be read
     (it is then read on its own, to say which)."""
     per_record = max(1, reader.nbytes // max(1, len(reader)))
     size = min(4096, max(16, BATCH_BYTES // per_record))
-    shard_starts = {int(s) for s in getattr(reader, "starts", [])}
+    shard_starts = {int(s) for s in reader.starts} if isinstance(reader, ShardSetReader) else set()
     chunks: list[list[int]] = [[]]
     for position in positions:
         if len(chunks[-1]) == size or (position in shard_starts and chunks[-1]):
