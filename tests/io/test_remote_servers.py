@@ -139,8 +139,13 @@ def test_s3_sharded_write_then_read_by_manifest(s3_server, s3_bucket, local, tmp
         for i, payload in enumerate(records()):
             writer.write(payload, key=i)
     puts = [r.key for r in s3_server.log.filter(method="PUT")]
-    assert puts[-1] == "sets/train.manifest.json" and len(puts) == 7  # 3 shards x (.rec, .idx), manifest last
-    assert puts.index("sets/train_00000.rec") < puts.index("sets/train_00000.idx")
+    staged = [k for k in puts if k.endswith(".partial")]  # each shard uploaded when finished, under a staged name
+    assert len(staged) == 6 and staged[0].startswith("sets/train_00000.rec.")
+    published = [k for k in puts if not k.endswith(".partial")]  # then copied to its final name, manifest last
+    assert published[-1] == "sets/train.manifest.json" and len(published) == 7
+    assert puts.index(published[0]) > puts.index(staged[-1])  # nothing final before every shard is staged
+    assert published.index("sets/train_00000.rec") < published.index("sets/train_00000.idx")
+    assert sorted(s3_server.list_keys(s3_bucket)) == sorted(published)  # the staged objects are gone
     with ShardedWriter(tmp_path / "train.rec", ShardLimit(records=700)) as same:
         for i, payload in enumerate(records()):
             same.write(payload, key=i)
@@ -271,6 +276,6 @@ def test_unreachable_endpoint_is_named_and_bounded():
     pytest.importorskip("s3fs")
     options = {"key": "k", "secret": "s", "endpoint_url": "http://127.0.0.1:9", "skip_instance_cache": True}
     start = time.monotonic()
-    with pytest.raises(RemoteError, match=r"s3://bucket/x\.(idx|rec): .*Could not connect"):
+    with pytest.raises(RemoteError, match=r"s3://bucket/x\.(idx|rec): .*cannot connect"):
         RecordReader("s3://bucket/x.rec", storage_options=options)
     assert time.monotonic() - start < 30

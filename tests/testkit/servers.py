@@ -622,11 +622,11 @@ class _RangeHandler(_Handler):
         stat = target.stat()
         size = stat.st_size
         headers = [
-            ("Accept-Ranges", "bytes"),
+            ("Accept-Ranges", "bytes" if owner.honour_range else "none"),
             ("Last-Modified", email.utils.formatdate(stat.st_mtime, usegmt=True)),
             ("ETag", f'"{size:x}-{stat.st_mtime_ns:x}"'),
         ]
-        wanted = parse_range(record.range, size) if record.range is not None else None
+        wanted = parse_range(record.range, size) if record.range is not None and owner.honour_range else None
         if wanted == "unsatisfiable":
             self._send_error(416, "range not satisfiable", [*headers, ("Content-Range", f"bytes */{size}")])
         elif wanted is None:
@@ -661,14 +661,18 @@ class HTTPServer(_ServerBase):
     and ``block_size=0`` (streaming). Opening costs one HEAD unless ``size=`` is passed; without a Content-Length on
     HEAD fsspec falls back to a streaming, whole-file read. Pass ``skip_instance_cache=True`` to
     ``fsspec.filesystem("http", ...)``; the instance cache shares sessions (and listings) between tests otherwise.
+
+    ``honour_range=False`` makes a server that ignores ``Range`` (as RFC 9110 allows, and some do): every GET is
+    answered 200 with the whole file.
     """
 
     role = "http"
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, honour_range: bool = True) -> None:
         super().__init__()
         self.root = Path(root)
         self.root_resolved = self.root.resolve()
+        self.honour_range = honour_range
 
     def start(self) -> HTTPServer:
         if self.running:
@@ -1071,6 +1075,12 @@ S3_SECRET_KEY = "testing"
 S3_REGION = "us-east-1"
 
 _S3_ERROR_CODES = {403: "AccessDenied", 404: "NoSuchKey", 500: "InternalError", 503: "SlowDown"}
+#: The messages S3 itself sends with those codes (what a client sees: nothing in them names the status).
+_S3_ERROR_MESSAGES = {"AccessDenied": "Access Denied", "NoSuchKey": "The specified key does not exist.",
+                      "InternalError": "We encountered an internal error. Please try again.",
+                      "SlowDown": "Please reduce your request rate.",
+                      "ServiceUnavailable": "Service is unable to handle request.",
+                      "InvalidRequest": "Invalid Request"}
 
 
 class _S3Recorder:
@@ -1131,9 +1141,11 @@ class _S3Recorder:
               start_response: Callable[..., Any]) -> list[bytes]:
         status = fault.status
         code = _S3_ERROR_CODES.get(status, "ServiceUnavailable" if status >= 500 else "InvalidRequest")
-        payload = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>injected fault '
-                   f"({fault.describe()})</Message><Resource>{html.escape(record.path)}</Resource>"
-                   f"<RequestId>testkit</RequestId></Error>").encode()
+        request_id = secrets.token_hex(8).upper()
+        payload = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>'
+                   f"{_S3_ERROR_MESSAGES[code]}</Message><Resource>{html.escape(record.path)}</Resource>"
+                   f"<RequestId>{request_id}</RequestId><HostId>{secrets.token_urlsafe(32)}</HostId>"
+                   "</Error>").encode()
         body = b"" if environ["REQUEST_METHOD"] == "HEAD" else payload
         record.status = status
         record.length = len(body)
@@ -1142,7 +1154,9 @@ class _S3Recorder:
         except ValueError:
             reason = "Error"
         start_response(f"{status} {reason}", [("Content-Type", "application/xml"),
-                                              ("Content-Length", str(len(body)))])
+                                              ("Content-Length", str(len(body))),
+                                              ("x-amz-request-id", request_id),
+                                              ("X-Testkit-Fault", fault.describe())])
         return [body]
 
     @staticmethod

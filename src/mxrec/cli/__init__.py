@@ -25,12 +25,15 @@ top floor; nothing imports it).
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator, Sequence
 
 from mxrec import __version__
@@ -49,21 +52,72 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+#: The signal that interrupted the command, once one has (kept even if the exception it raised was lost).
+RECEIVED: list[int] = []
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
+    RECEIVED.append(signum)
     raise Terminated(signum)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    RECEIVED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _interrupt_main_soon(signum: int) -> None:
+    time.sleep(0.01)
+    _thread.interrupt_main(signum)
+
+
+class _RedeliverLostInterrupts:
+    """``sys.unraisablehook`` that raises again, in the main thread's own code, an interrupt that was lost.
+
+    Python runs a signal handler between any two bytecodes of the main thread, finalizers included: when SIGTERM
+    arrives while the garbage collector runs some library's ``__del__`` (or a weakref callback), the exception is
+    raised there, printed as "Exception ignored in ... Terminated: 15", and the job would go on to finish with
+    exit 0. This hook sees that exception and has the signal delivered once more a moment later, outside the
+    finalizer (again and again should it land in another one).
+    """
+
+    def __init__(self, previous: object) -> None:
+        self.previous = previous
+
+    def __call__(self, unraisable: object) -> None:
+        exc_type = getattr(unraisable, "exc_type", None)
+        if isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt):
+            signum = getattr(getattr(unraisable, "exc_value", None), "signum", signal.SIGINT)
+            # from another thread, a moment later, once this hook and the finalizer are done (a thread started
+            # without waiting for it: waiting here could take the signal again, inside this hook, and lose it)
+            _thread.start_new_thread(_interrupt_main_soon, (signum,))
+            return
+        self.previous(unraisable)  # type: ignore[operator]
 
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (then the old handler returns)."""
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (then the old handler returns).
+
+    An interrupt (SIGTERM or Ctrl-C) raised inside a finalizer, where Python would print it and go on, is raised
+    again outside it (:class:`_RedeliverLostInterrupts`); :data:`RECEIVED` keeps the signals received.
+    """
     try:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
+    RECEIVED.clear()
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _raise_interrupt)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _RedeliverLostInterrupts(previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
+        signal.signal(signal.SIGINT, previous_int)
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -89,7 +143,20 @@ def _quiet_stdout() -> None:
         os.close(devnull)
 
 
+def _quiet_library_logs() -> None:
+    """Keep the log records of the libraries underneath (gcsfs, google-auth, botocore...) off stderr.
+
+    Without a handler, Python prints every warning a library logs, tracebacks included (gcsfs without a network:
+    ~100 lines for one failed request); the error mxrec reports names the URL and the real cause in one line.
+    ``MXREC_TRACEBACK=1`` shows them again.
+    """
+    root = logging.getLogger()
+    if not root.handlers and not os.environ.get("MXREC_TRACEBACK"):
+        root.addHandler(logging.NullHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_library_logs()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
@@ -100,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sigterm_as_interrupt():
             code = args.run(args)
             sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's exit
+            if RECEIVED:  # an interrupt whose exception was lost (and not yet raised again): never exit 0
+                raise Terminated(RECEIVED[-1]) if RECEIVED[-1] == signal.SIGTERM else KeyboardInterrupt
         return code
     except BrokenPipeError as exc:
         if exc.filename is not None:  # an output file that is a pipe: a real error

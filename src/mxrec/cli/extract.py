@@ -16,6 +16,7 @@ import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
 from mxrec.cli.options import add_dataset, add_label_names, key_type, label_names, shown
+from mxrec.errors import MxrecError
 from mxrec.packing.extract import dataset_stem, extract_records
 
 HELP = "write the images of a .rec back to files"
@@ -39,9 +40,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = extract_records(args.rec, args.out_dir, idx_path=args.idx, key_type=key_type(args), flat=args.flat,
                                  label_names=names, progress=progress)
-    except KeyboardInterrupt:
-        print(f"extracted {done[0]} of {done[1]} records into {args.out_dir} before stopping; their files stay "
-              f"there, {lst} was not written: run again to extract everything", file=sys.stderr)
+    except (KeyboardInterrupt, MxrecError, OSError):
+        if done[0] or done[1]:  # (a failure before the first record wrote nothing: the error says it all)
+            print(f"extracted {done[0]} of {done[1]} records into {args.out_dir} before stopping; their files "
+                  f"stay there, {lst} was not written: run again to extract everything", file=sys.stderr)
         raise
     for position, key, reason in result.skipped:
         print(f"skipped record {position} (key {key!r}): {reason}", file=sys.stderr)

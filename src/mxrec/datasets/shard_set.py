@@ -114,6 +114,38 @@ def _is_shard(path: str) -> bool:
     return not path.endswith(_NOT_SHARDS) and not basename(path).startswith(".")
 
 
+def _same(path: str) -> str:
+    return path if is_url(path) else os.path.normpath(os.path.abspath(path))
+
+
+def _refuse_unlisted(spec: str, found: list[str], storage_options: StorageOptions,
+                     manifests: list[str] | None = None) -> None:
+    """Refuse shards found by a glob or in a folder that a manifest there does not list, once it lists others.
+
+    Such a file is a shard of an earlier, larger set (a pack re-run with fewer records) or of another set: read
+    with the others, a set would hold records that are not its own, and look whole.
+    """
+    if manifests is None:
+        folders = sorted({parent(p) for p in found})
+        manifests = [m for folder in folders for m in glob(join(folder, "*" + MANIFEST_SUFFIX), storage_options)]
+    listed: dict[str, str] = {}
+    for path in manifests:
+        try:
+            shards = manifest_shards(path, storage_options)[0]
+        except ManifestError:
+            continue  # not a manifest mxrec can read: it speaks for no shard
+        listed.update({_same(s.rec): path for s in shards})
+    owners = {listed[_same(p)] for p in found if _same(p) in listed}
+    if not owners:
+        return
+    stray = [p for p in found if _same(p) not in listed]
+    if stray:
+        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
+        raise ManifestError(sorted(owners)[0], f"{spec} takes {basename(stray[0])}{more}, which the manifest does "
+                                               "not list: a shard of an earlier or another set; open the manifest "
+                                               "to read the set it describes, or remove the stray shard")
+
+
 def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
                     storage_options: StorageOptions = None) -> tuple[list[Shard], str | None]:
     """The shards ``spec`` names (see the module docstring) and the manifest they came from, if any."""
@@ -131,6 +163,7 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
         found = [p for p in glob(spec, storage_options) if _is_shard(p)]
         if not found:
             raise ManifestError(spec, "the pattern matches no .rec file")
+        _refuse_unlisted(spec, found, storage_options)
         return [Shard(p) for p in found], None
     if spec.endswith(".rec") and not exists(spec, storage_options) and exists(manifest_path(spec), storage_options):
         return manifest_shards(manifest_path(spec), storage_options)[0], manifest_path(spec)
@@ -146,6 +179,7 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
             recs = [p for p in files if p.endswith(".rec")]
             if not recs:
                 raise ManifestError(spec, "the folder holds no .rec file and no manifest")
+            _refuse_unlisted(spec, recs, storage_options, manifests)
             return [Shard(p) for p in recs], None
     return [Shard(spec)], None
 
@@ -292,7 +326,10 @@ class ShardSetReader(Records):
                 continue
             reader = self.shard(number)
             assert isinstance(reader, RemoteRecordReader)
-            actual = reader.stored_size()
+            try:
+                actual = reader.stored_size()
+            except RemoteNotFoundError as exc:
+                raise ManifestError(self.manifest or shard.rec, f"{self._where(number)} is missing: {exc}") from None
             if shard.rec_bytes is not None and actual != shard.rec_bytes:
                 raise ManifestError(self.manifest, f"{self._where(number)} has {actual} bytes, the manifest says "
                                                    f"{shard.rec_bytes} (an unfinished or replaced shard)")

@@ -26,6 +26,7 @@ from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
 from mxrec.io.records import Records
 from mxrec.storage.atomic import atomic_open
+from mxrec.storage.filesystem import check_writable
 
 CAPTION_HEIGHT = 22
 GAP = 2
@@ -184,10 +185,14 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
         if not positions:
             raise MxrecError(f"{reader.path}: no records to show")
         tiles = []
-        for position in positions:
+        try:  # one batch: a remote dataset's records arrive in a few coalesced reads, not one request each
+            batch: list = reader.read_batch(positions)
+        except ValueError:  # damaged framing under some key: read them one by one to say which
+            batch = [None] * len(positions)
+        for position, read in zip(positions, batch, strict=True):
             key = reader.keys[position]
             try:
-                payload, fault = reader[position], None
+                payload, fault = (reader[position] if read is None else read), None
             except ValueError as exc:  # damaged framing under this key
                 payload, fault = None, str(exc)
             image, fault = record_tile(payload, key, tile, fault, label_names)
@@ -202,6 +207,7 @@ def image_output_format(path: str | os.PathLike) -> str:
 
     Checked before the sheet is made, so that a wrong name fails at once.
     """
+    check_writable(path)
     fmt = os.path.splitext(os.fspath(path))[1].lower() or ".png"
     if not can_encode(fmt):
         raise MxrecError(f"{os.fspath(path)}: OpenCV cannot write {fmt} images; use .png or .jpg "

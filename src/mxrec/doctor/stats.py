@@ -27,6 +27,7 @@ from mxrec.doctor.contents import read_contents
 from mxrec.errors import MxrecError, import_extra
 from mxrec.format.idx import KeyType
 from mxrec.storage.atomic import atomic_path
+from mxrec.storage.filesystem import check_writable
 
 QUANTILES = (0.0, 0.05, 0.5, 0.95, 1.0)
 VALUE_BINS = 20  # histogram bins for labels that are not class ids
@@ -180,6 +181,7 @@ def plot_format(out_path: str | os.PathLike) -> str:
     Checked before a long read, so that a wrong name fails at once.
     """
     plt = pyplot()
+    check_writable(out_path)
     fmt = os.path.splitext(os.fspath(out_path))[1].lstrip(".").lower() or "png"
     supported = plt.figure().canvas.get_supported_filetypes()
     plt.close("all")

@@ -39,7 +39,7 @@ from mxrec.format.idx import (
     parse_int_lines,
 )
 from mxrec.storage.atomic import atomic_open
-from mxrec.storage.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
+from mxrec.storage.filesystem import StorageOptions, check_writable, exists, is_url, local_path, read_bytes
 from mxrec.storage.memory_map import mapped
 
 KEY_SOURCES = ("auto", "position", "id")
@@ -257,6 +257,7 @@ def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None 
     OptionError
         ``keys`` is not one of :data:`KEY_SOURCES`.
     """
+    check_writable(idx_path if idx_path is not None else index_path_for(rec_path))  # before the scan
     index, source = scan_index(rec_path, keys, storage_options)
     write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
                 storage_options)

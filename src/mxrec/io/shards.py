@@ -8,27 +8,55 @@ of its own; the rare record stored in several parts, see
 :mod:`mxrec.format.framing`, may pass a byte cap by a few bytes). Every
 shard is a plain RecordIO pair with its own ``.idx``.
 
-All shards are written under ``<name>.partial`` and renamed only when the
-whole job closes successfully, so an interrupted job leaves no shard that
-looks finished, not even the early ones. The set's manifest
-(:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written last.
-``rec_path`` may be a URL: every shard is then spooled locally and uploaded
-by ``close`` (:class:`~mxrec.storage.atomic.RemoteOutput`), ``.rec`` before
-``.idx``, the manifest last.
+All shards are written under names no reader takes (``<name>.partial``) and
+published only when the whole job closes successfully, so an interrupted job
+leaves no shard that looks finished, not even the early ones. The set's
+manifest (:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written
+last; shards of an earlier, larger set of the same name are removed after it.
+``rec_path`` may be a URL: each shard is spooled locally
+(:class:`~mxrec.storage.atomic.RemoteOutput`), uploaded as
+``<name>.<job>.partial`` as soon as it is finished (its spool files dropped),
+and moved to its final name by ``close``, ``.rec`` before ``.idx``, the
+manifest last. An exception or interrupt, also one inside ``close``, removes
+whatever the job staged, published or spooled; a request in flight is let
+finish first, so that the cleanup is not overtaken by it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from mxrec.errors import OptionError
+from mxrec.errors import ManifestError, OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, parse_manifest
 from mxrec.io.writer import RecordWriter
-from mxrec.storage.atomic import PartialFile, RemoteOutput, atomic_open, output_for
-from mxrec.storage.filesystem import StorageOptions, basename, exists, filesystem, is_url, read_bytes, remote_error
+from mxrec.storage.atomic import (
+    ATOMIC_UPLOAD_PROTOCOLS,
+    PARTIAL_SUFFIX,
+    PartialFile,
+    RemoteOutput,
+    atomic_open,
+    output_for,
+)
+from mxrec.storage.filesystem import (
+    StorageOptions,
+    basename,
+    check_writable,
+    exists,
+    filesystem,
+    is_url,
+    join,
+    parent,
+    protocol,
+    read_bytes,
+    remote_error,
+)
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
@@ -99,27 +127,80 @@ def _relative(path: str, folder: str) -> str:
     return basename(path) if is_url(path) else os.path.relpath(path, folder)
 
 
+def _uninterrupted(call: Callable[[], object]) -> None:
+    """Run ``call`` (one request to a remote store) to its end, even when Ctrl-C or SIGTERM arrives meanwhile.
+
+    A request in flight cannot be taken back: were the interrupt raised while it runs, the cleanup that follows
+    could remove a staged or published shard before the request lands, leaving it there. So the request runs in
+    a thread of its own, and an interrupt that arrives meanwhile is raised once it has finished.
+    """
+    outcome: list[BaseException | None] = []
+    finished = threading.Event()  # (not Thread.join: interrupted, it takes a running thread for finished)
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the calling thread
+            outcome.append(exc)
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name="mxrec-upload", daemon=True).start()
+    interrupted: BaseException | None = None
+    while not finished.is_set():
+        try:
+            finished.wait(0.05)
+        except KeyboardInterrupt as exc:  # SIGTERM too (the command line raises it as one)
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
+
+
+@dataclass
+class _Done:
+    """A finished shard: where its files are now (staged) and will be (final), its records and sizes."""
+
+    output: tuple[PartialFile | RemoteOutput, PartialFile | RemoteOutput] | None  # local: the partial files
+    staged: tuple[str, str]  # local: the partial files' paths; remote: the staged objects
+    final: tuple[str, str]
+    records: int
+    sizes: tuple[int, int]
+
+
 class ShardedWriter:
     """Write records across shards of ``rec_path`` capped by ``limit``; ``close`` publishes them all at once.
 
-    The manifest (:attr:`manifest_path`) is written after every shard is in place.
+    Until then every shard lies under a name no reader takes (``<name>.partial`` locally; for a URL, each finished
+    shard is uploaded at once as ``<name>.<job>.partial`` and its spool files dropped). ``close`` moves them under
+    their final names, ``.rec`` before ``.idx``, then writes the manifest (:attr:`manifest_path`), last, and
+    removes the shards of an earlier, larger set of the same name. An exception or interrupt (also one inside
+    ``close``) removes everything this writer staged, published or spooled.
     """
 
     def __init__(self, rec_path: str | os.PathLike, limit: ShardLimit, *,
                  storage_options: StorageOptions = None) -> None:
         self.rec_path = os.fspath(rec_path).removeprefix("file://")
+        check_writable(self.rec_path)
         self.limit = limit
         self.storage_options = storage_options
         self.manifest_path = manifest_path(self.rec_path)
-        self._counts: list[int] = []  # records of each shard completed and closed (still under partial names)
-        self._outputs: list[tuple[PartialFile | RemoteOutput, PartialFile | RemoteOutput]] = []
+        self.remote = is_url(self.rec_path)
+        self.job = uuid.uuid4().hex[:8]
+        self._done: list[_Done] = []  # finished shards, still under names no reader takes
+        self._published: list[str] = []  # final names written by close (removed again if close is interrupted)
+        self._outputs: tuple[PartialFile | RemoteOutput, PartialFile | RemoteOutput] | None = None  # current shard
         self._current: RecordWriter | None = None
+        self._uploading: str | None = None  # the staged object being uploaded now
         self._closed = False
+        self._committed = False  # the set is published: nothing is taken back any more
 
     @property
     def paths(self) -> list[tuple[str, str]]:
         """``(rec, idx)`` of every shard started so far."""
-        started = len(self._counts) + (self._current is not None)
+        started = len(self._done) + (self._current is not None)
         return [shard_paths(self.rec_path, n) for n in range(started)]
 
     def _full(self, writer: RecordWriter, payload_length: int) -> bool:
@@ -134,36 +215,124 @@ class ShardedWriter:
         current = self._current
         if current is None or self._full(current, len(payload)):
             if current is not None:
-                self._current = None
-                current.close()
-                self._counts.append(len(current))
+                self._finish_shard()
             rec, idx = (output_for(path, self.storage_options) for path in shard_paths(self.rec_path,
-                                                                                         len(self._counts)))
-            self._outputs.append((rec, idx))
+                                                                                         len(self._done)))
+            self._outputs = (rec, idx)
             current = self._current = RecordWriter(rec.path, idx.path)
         return current.write(payload, key)
 
+    def _finish_shard(self) -> None:
+        """Close the current shard; a remote one is uploaded under its staged names and its spool files dropped."""
+        current, outputs = self._current, self._outputs
+        self._current = None
+        current.close()
+        final = shard_paths(self.rec_path, len(self._done))
+        sizes = (os.path.getsize(outputs[0].path), os.path.getsize(outputs[1].path))
+        if not self.remote:
+            self._done.append(_Done(outputs, (outputs[0].path, outputs[1].path), final, len(current), sizes))
+            self._outputs = None
+            return
+        staged = (f"{final[0]}.{self.job}{PARTIAL_SUFFIX}", f"{final[1]}.{self.job}{PARTIAL_SUFFIX}")
+        fs, _ = filesystem(self.rec_path, self.storage_options)
+        try:
+            for output, target in zip(outputs, staged, strict=True):
+                self._uploading = target  # (removed by abort if the upload was under way)
+                try:
+                    _uninterrupted(lambda output=output, target=target: fs.put_file(output.path,
+                                                                                    fs._strip_protocol(target)))
+                except Exception as exc:
+                    raise remote_error(target, exc, "upload") from None
+        finally:
+            for output in outputs:
+                output.discard()  # the spool files, uploaded or not
+            self._outputs = None
+        self._done.append(_Done(None, staged, final, len(current), sizes))
+        self._uploading = None
+
     def _stop(self) -> bool:
-        """Close the current shard; whether this call did (False when already closed)."""
+        """Finish the current shard; whether this call did (False when already closed)."""
         if self._closed:
             return False
         self._closed = True
         if self._current is not None:
-            self._current.close()
-            self._counts.append(len(self._current))
-            self._current = None
+            self._finish_shard()
         return True
 
     def close(self) -> None:
-        """Finish every shard, move them all into place, then write the manifest. Idempotent."""
-        if self._stop():
+        """Publish every shard, then write the manifest, then remove stale shards (see the class doc). Idempotent."""
+        if self._closed:
+            return
+        old: set[str] = set()
+        try:
+            self._stop()
+            old = self._old_shards()
             self._remove_old_manifest()  # an older set's manifest must never describe the new shards
-            manifest = describe_shards(self.paths, self._counts, os.path.dirname(self.manifest_path),
-                                       [(rec.path, idx.path) for rec, idx in self._outputs])
-            for outputs in self._outputs:
-                for output in outputs:
-                    output.commit()
-            write_manifest(self.manifest_path, manifest, self.storage_options)
+            self._published += sorted(old)  # from here on the older set is no set: removed, should this fail
+            for shard in self._done:  # the .rec first: an .idx never appears before its data
+                for staged, final in zip(shard.staged, shard.final, strict=True):
+                    self._publish(staged, final)
+            folder = parent(self.manifest_path) or os.curdir
+            manifest = Manifest(tuple(ShardEntry(_relative(d.final[0], folder), _relative(d.final[1], folder),
+                                                 d.records, d.sizes[0], d.sizes[1]) for d in self._done))
+            self._published.append(self.manifest_path)
+            if self.remote:
+                _uninterrupted(lambda: write_manifest(self.manifest_path, manifest, self.storage_options))
+            else:
+                write_manifest(self.manifest_path, manifest, self.storage_options)
+        except BaseException:
+            self._remove_everything()
+            raise
+        self._committed = True
+        self._published.clear()
+        self._remove_stale(old)
+
+    def _publish(self, staged: str, final: str) -> None:
+        self._published.append(final)
+        if not self.remote:
+            os.replace(staged, final)
+            return
+        fs, _ = filesystem(self.rec_path, self.storage_options)
+        def move() -> None:
+            if protocol(final) not in ATOMIC_UPLOAD_PROTOCOLS and fs.exists(fs._strip_protocol(final)):
+                fs.rm_file(fs._strip_protocol(final))  # (HDFS renames onto no file; object stores replace)
+            fs.mv(fs._strip_protocol(staged), fs._strip_protocol(final))
+
+        try:
+            _uninterrupted(move)
+        except Exception as exc:
+            raise remote_error(final, exc, f"publishing {basename(staged)}") from None
+
+    def _old_shards(self) -> set[str]:
+        """The shard files of the set now under this name (its manifest's, and those numbered after ours)."""
+        names: set[str] = set()
+        with contextlib.suppress(ManifestError, OSError):
+            old = read_manifest(self.manifest_path, self.storage_options)
+            folder = parent(self.manifest_path)
+            names |= {join(folder, name) for e in old.shards for name in (e.rec, e.idx) if name is not None}
+        number = len(self._done)
+        while True:  # numbered shards right after the new set's: an earlier, larger set without its manifest
+            rec, idx = shard_paths(self.rec_path, number)
+            there = {p for p in (rec, idx) if exists(p, self.storage_options)}
+            if not there:
+                break
+            names |= there
+            number += 1
+        return names - {name for d in self._done for name in d.final}
+
+    def _remove_stale(self, names: set[str]) -> None:
+        for name in sorted(names):
+            self._remove(name)
+
+    def _remove(self, path: str) -> None:
+        """Remove ``path`` if it is there (cleanup: a failure to remove is not raised)."""
+        if not is_url(path):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return
+        with contextlib.suppress(Exception):
+            fs, fs_path = filesystem(path, self.storage_options)
+            fs.rm_file(fs_path)
 
     def _remove_old_manifest(self) -> None:
         if not is_url(self.manifest_path):
@@ -177,15 +346,29 @@ class ShardedWriter:
             except Exception as exc:
                 raise remote_error(self.manifest_path, exc, "removing the old manifest") from None
 
+    def _remove_everything(self) -> None:
+        """Remove what this writer staged, spooled and published (after an exception or interrupt)."""
+        current, outputs = self._current, self._outputs
+        self._current = self._outputs = None
+        self._closed = True
+        if current is not None:
+            current.abort()
+        for output in outputs or ():
+            output.discard()
+        pending = [self._uploading] if self._uploading else []
+        for name in [*self._published, *(n for d in self._done for n in d.staged), *pending]:
+            self._remove(name)
+        self._published.clear()
+        self._done.clear()
+
     def abort(self) -> None:
-        """Stop and remove every shard written so far."""
-        if self._stop():
-            for outputs in self._outputs:
-                for output in outputs:
-                    output.discard()
+        """Stop and remove every shard written so far (staged, spooled or published); after a successful
+        :meth:`close`, nothing."""
+        if not self._committed:
+            self._remove_everything()
 
     def __len__(self) -> int:
-        return sum(self._counts) + (len(self._current) if self._current is not None else 0)
+        return sum(d.records for d in self._done) + (len(self._current) if self._current is not None else 0)
 
     def __enter__(self) -> ShardedWriter:
         return self

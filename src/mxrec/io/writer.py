@@ -265,8 +265,13 @@ class RecordWriter:
             self.flush()
         finally:
             self._close_files()
-        for output in self._partials:  # the .rec first: an .idx never appears before its data
-            output.commit()
+        for number, output in enumerate(self._partials):  # the .rec first: an .idx never appears before its data
+            try:
+                output.commit()
+            except BaseException:  # a failed upload: the files not committed yet are dropped too
+                for rest in self._partials[number + 1:]:
+                    rest.discard()
+                raise
 
     def abort(self) -> None:
         """Close without finishing: with ``atomic=True`` the partial files are removed."""

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
 from mxrec.format.idx import KeyType
@@ -55,7 +55,8 @@ from mxrec.format.lst import ListEntry, check_list_path
 from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
 from mxrec.io.lists import write_list
-from mxrec.storage.filesystem import basename, filesystem, is_url, join, remote_error
+from mxrec.io.records import Records
+from mxrec.storage.filesystem import basename, check_writable, filesystem, is_url, join, remote_error
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -162,6 +163,7 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         A file would land outside ``out_dir`` (through a symbolic link).
     """
     out_dir = os.fspath(out_dir)
+    check_writable(out_dir)
     if is_url(out_dir):
         with tempfile.TemporaryDirectory(prefix="mxrec-extract-", dir=os.environ.get("MXREC_SPOOL_DIR")) as local:
             result = extract_records(rec_path, local, idx_path=idx_path, key_type=key_type, flat=flat,
@@ -170,21 +172,23 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
         result.out_dir = out_dir
         result.lst_path = join(out_dir, os.path.basename(result.lst_path))
         return result
-    os.makedirs(out_dir, exist_ok=True)
-    real_root = os.path.realpath(out_dir)
     stem = dataset_stem(rec_path)
-    result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
-    if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
-        raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
     entries: list[ListEntry] = []
     used: set[str] = set()
     with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
+        if isinstance(reader, ShardSetReader) and reader.manifest is not None:
+            reader.check()  # a missing or cut shard fails now, before any file is written
+        os.makedirs(out_dir, exist_ok=True)
+        real_root = os.path.realpath(out_dir)
+        result = ExtractResult(out_dir, os.path.join(out_dir, f"{stem}.lst"))
+        if not _inside(real_root, result.lst_path):  # output goes through symbolic links: this one must stay inside
+            raise UnsafePathError(f"{result.lst_path!r} leads outside the output folder {real_root!r}")
         result.damage = None if reader.damage is None else str(reader.damage)
         faces = read_face_set(reader, layout)
         positions = range(len(reader)) if faces is None else faces.positions.tolist()
-        for done, position in enumerate(positions, 1):
+        for done, (position, read) in enumerate(_batched(reader, positions), 1):
             try:
-                record = reader[position]
+                record = reader[position] if read is None else read
                 header, start = unpack_header(record)
             except (HeaderError, RecordFormatError, IndexFileError) as exc:
                 result.skipped.append((position, reader.keys[position], str(exc)))
@@ -205,6 +209,29 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
                 progress(done, len(positions))
     write_list(result.lst_path, entries, exact=True)
     return result
+
+
+BATCH_BYTES = 16 << 20  # about this many record bytes read at once (a remote file: in a few coalesced requests)
+
+
+def _batched(reader: Records, positions: Sequence[int]) -> Iterator[tuple[int, bytes | None]]:
+    """``(position, record)`` for each position, read in batches of about :data:`BATCH_BYTES` (a shard set's
+    batches stop at each shard's end); the record is ``None`` when its batch held a record that cannot be read
+    (it is then read on its own, to say which)."""
+    per_record = max(1, reader.nbytes // max(1, len(reader)))
+    size = min(4096, max(16, BATCH_BYTES // per_record))
+    shard_starts = {int(s) for s in reader.starts} if isinstance(reader, ShardSetReader) else set()
+    chunks: list[list[int]] = [[]]
+    for position in positions:
+        if len(chunks[-1]) == size or (position in shard_starts and chunks[-1]):
+            chunks.append([])
+        chunks[-1].append(position)
+    for chunk in chunks:
+        try:
+            records: list = reader.read_batch(chunk)
+        except (RecordFormatError, IndexFileError):
+            records = [None] * len(chunk)
+        yield from zip(chunk, records, strict=True)
 
 
 def dataset_stem(spec: object) -> str:

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
 from mxrec.io.lists import label_names_path, write_label_names, write_list
-from mxrec.storage.filesystem import filesystem, is_url, join, remote_error
+from mxrec.storage.filesystem import check_writable, filesystem, is_url, join, remote_error
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
 DEFAULT_SEED = 100  # the seed im2rec always uses
@@ -252,6 +252,7 @@ def make_lists(prefix: str | os.PathLike, root: str | os.PathLike, *, recursive:
         A ratio outside ``0..1`` or ``chunks < 1``.
     """
     split_list([], chunks, train_ratio, test_ratio)  # reject bad options before walking a large tree
+    check_writable(prefix)
     exts = list(exts)
     images = walk_images(root, recursive, exts)
     if not images.entries:

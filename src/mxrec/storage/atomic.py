@@ -31,7 +31,9 @@ Remote outputs (a URL, see :mod:`mxrec.storage.filesystem`) take their own path,
 visible only once complete, so it goes straight to the final name; elsewhere
 (HDFS) it goes to ``<name>.partial`` and is renamed. An exception (or a
 crash) before ``commit`` uploads nothing; the bytes are those a local write
-would have made. :func:`output_for` picks the right kind for a target.
+would have made. An ``http(s)://`` target is refused when the output is made,
+before any work (:func:`~mxrec.storage.filesystem.check_writable`). :func:`output_for`
+picks the right kind for a target.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import OutputPathError
-from mxrec.storage.filesystem import StorageOptions, basename, filesystem, is_url, remote_error
+from mxrec.storage.filesystem import StorageOptions, basename, check_writable, filesystem, is_url, remote_error
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -127,6 +129,7 @@ class RemoteOutput:
     """One remote output: written to the local spool file :attr:`path`, uploaded to ``target`` by :meth:`commit`."""
 
     def __init__(self, target: str, storage_options: StorageOptions = None) -> None:
+        check_writable(target)
         self.requested = self.target = target
         self.storage_options = storage_options
         fd, self.path = tempfile.mkstemp(prefix="mxrec-upload-", suffix="-" + basename(target),

@@ -27,8 +27,10 @@ Every path mxrec takes may be a local path, ``file://...``, or an fsspec URL
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import posixpath
+import socket
 import threading
 from collections.abc import Mapping
 from typing import IO, Any
@@ -105,6 +107,13 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, s
                             EXTRAS.get(protocol(url), "the fsspec package for it"), exc) from None
     except ValueError as exc:
         raise RemoteError(url, f"not a usable URL: {exc}") from None
+    except OSError as exc:  # pyarrow's HDFS client: a JVM or libhdfs that cannot be loaded (one line a path tried)
+        first = _first_line(str(exc))
+        if "libjvm" in first or "libhdfs" in first or "JAVA_HOME" in first:
+            raise RemoteError(url, f"cannot use {scheme}:// here: no Java VM or Hadoop client ({first}; set "
+                                   "JAVA_HOME to a Java installation and HADOOP_HOME or ARROW_LIBHDFS_DIR to "
+                                   "Hadoop's libhdfs, or use webhdfs://)") from None
+        raise remote_error(url, exc, "connecting") from None
     if own_retries:
         fs.retries = 1
     with _lock:
@@ -112,8 +121,28 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, s
     return fs, path
 
 
-def _status(exc: BaseException) -> int | None:
-    """The HTTP status carried by a back-end's exception, if any."""
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what lies under it: its cause and context, and the exceptions it wraps (``reason``, ``args``).
+
+    Back-ends wrap the fault that matters (s3fs an ``OSError`` around botocore's ``ClientError``, requests a
+    ``ConnectionError`` around urllib3's errors around ``ConnectionRefusedError``).
+    """
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo and len(seen) < 16:
+        current = todo.pop(0)
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        wrapped = [current.__cause__, current.__context__, getattr(current, "reason", None),
+                   getattr(current, "last_attempt", None), *getattr(current, "args", ())]
+        todo += [w for w in wrapped if isinstance(w, BaseException)]
+    return seen
+
+
+def _own_status(exc: BaseException) -> int | None:
+    if type(exc).__module__.startswith("aiohttp.http_exceptions"):  # aiohttp's own parse errors: a "code" 400
+        return None  # that is no answer of the server (a cut body: ContentLengthError)
     for attr in ("status", "status_code", "code"):
         value = getattr(exc, attr, None)
         if isinstance(value, int) and 100 <= value <= 599:
@@ -127,44 +156,110 @@ def _status(exc: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status carried by a back-end's exception or by one it wraps, if any."""
+    return next((s for s in map(_own_status, _chain(exc)) if s is not None), None)
+
+
 class ShortReadError(RemoteError):
-    """A ranged read returned fewer (or more) bytes than asked: a truncated body or a misbehaving server."""
+    """A ranged read returned fewer bytes than asked: a truncated body (worth fetching again)."""
 
 
-_TRANSIENT_NAMES = ("Timeout", "Connection", "Incomplete", "Payload", "Disconnected", "Reset", "Chunked",
-                    "ProtocolError", "ReadError", "EndpointConnection", "SlowDown", "Throttl", "ServerError")
+class RangeNotHonouredError(RemoteError):
+    """A server answered a ranged read with more bytes than asked (the whole file): it ignores ``Range``."""
+
+
+#: errno values of transient faults: s3fs raises ``OSError(EBUSY)`` for 503 SlowDown / ServiceUnavailable (and 409
+#: OperationAborted), ``OSError(EREMOTEIO)`` for 500 InternalError; the rest are dropped or refused connections.
+_TRANSIENT_ERRNOS = {getattr(errno, name) for name in ("EBUSY", "EREMOTEIO", "ETIMEDOUT", "ECONNRESET",
+                                                        "ECONNABORTED", "ECONNREFUSED", "EPIPE", "EAGAIN",
+                                                        "ENETUNREACH", "EHOSTUNREACH") if hasattr(errno, name)}
+_TRANSIENT_NAMES = ("Timeout", "Connection", "Connector", "Incomplete", "Payload", "Disconnected", "Reset",
+                    "Chunked", "ProtocolError", "ReadError", "EndpointConnection", "SlowDown", "Throttl",
+                    "ServerError", "RetryError", "TransportError")
+_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, MissingExtraError)
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed request is worth trying again: 5xx/429, timeouts, dropped or short responses."""
+    """Whether a failed request is worth trying again: 5xx/408/429, throttling, timeouts, dropped or short answers.
+
+    Judged by what the back-ends really raise, looking through their wrapping (:func:`_chain`): s3fs's
+    ``OSError(EBUSY)`` (503 SlowDown) and ``OSError(EREMOTEIO)`` (500 InternalError) over botocore's
+    ``ClientError``; aiohttp's ``ClientResponseError`` (``status``) and connection errors (fsspec HTTP, gcsfs);
+    gcsfs's ``HttpError`` (``code``); requests' ``HTTPError`` and ``ConnectionError`` (WebHDFS).
+    """
     if isinstance(exc, ShortReadError):
         return True
-    if isinstance(exc, (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-                        MissingExtraError)):
+    if isinstance(exc, (RangeNotHonouredError, *_PERMANENT)):
         return False
     status = _status(exc)
     if status is not None:
         return status >= 500 or status in (408, 429)
-    if isinstance(exc, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
+    chain = _chain(exc)
+    if any(isinstance(e, (TimeoutError, ConnectionError, asyncio.TimeoutError)) for e in chain):
         return True
-    names = " ".join(cls.__name__ for cls in type(exc).__mro__)
+    if any(isinstance(e, OSError) and e.errno in _TRANSIENT_ERRNOS for e in chain):
+        return True
+    names = " ".join(cls.__name__ for e in chain for cls in type(e).__mro__)
     text = str(exc)
     return any(n in names for n in _TRANSIENT_NAMES) or any(
-        s in text for s in ("503", "500 ", "502", "504", "SlowDown", "reset by peer", "timed out"))
+        s in text for s in ("SlowDown", "reduce your request rate", "reset by peer", "timed out"))
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0].strip() if lines else ""
+
+
+def _connection_failure(exc: BaseException) -> str | None:
+    """What kept the request from reaching the server (refused, no route, no such host), or ``None``."""
+    chain = _chain(exc)
+    if any(_own_status(e) is not None for e in chain):
+        return None  # the server answered
+    for e in chain:
+        if isinstance(e, socket.gaierror):
+            return f"cannot connect: the host name does not resolve ({e.strerror or e}); is there a network?"
+    for e in chain:
+        if isinstance(e, (ConnectionRefusedError, ConnectionAbortedError)) or (
+                isinstance(e, OSError) and e.errno in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH)):
+            return f"cannot connect: {e.strerror or _first_line(str(e))}"
+    names = " ".join(cls.__name__ for e in chain for cls in type(e).__mro__)
+    if any(n in names for n in ("ClientConnectorError", "NewConnectionError", "EndpointConnectionError",
+                                "ConnectTimeout", "ServerTimeoutError")):
+        return f"cannot connect: {_first_line(str(chain[-1])) or type(chain[-1]).__name__}"
+    return None
 
 
 def remote_error(url: str, exc: BaseException, what: str = "read") -> RemoteError:
-    """An mxrec error naming ``url`` for what a back-end raised while doing ``what``."""
+    """An mxrec error naming ``url`` for what a back-end raised while doing ``what``: one line, the real cause."""
     if isinstance(exc, RemoteError):
         return exc
-    detail = f"{type(exc).__name__}: {exc}".strip()
+    detail = f"{type(exc).__name__}: {_first_line(str(exc))}".strip()
     status = _status(exc)
+    if status is not None and str(status) not in detail:  # s3fs's OSError says "Please reduce...", not "503"
+        detail += f" (HTTP {status})"
+    unreachable = _connection_failure(exc)  # (fsspec's HTTP info says FileNotFoundError for a refused connection)
+    if unreachable is not None:
+        return RemoteError(url, f"{what} failed: {unreachable}")
     if isinstance(exc, FileNotFoundError) or status == 404:
         return RemoteNotFoundError(url, f"{what}: no such file, bucket or object ({detail})")
     if isinstance(exc, PermissionError) or status in (401, 403):
         return RemoteAccessError(url, f"{what}: access denied: check the credentials (environment, fsspec "
                                       f"configuration or storage_options) ({detail})")
     return RemoteError(url, f"{what} failed: {detail}")
+
+
+#: Protocols mxrec only reads: an HTTP server takes no uploads (fsspec's HTTP file system would answer a PUT
+#: with 405/501 only once the whole output had been made).
+READ_ONLY_PROTOCOLS = ("http", "https")
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Refuse, before any work, an output mxrec cannot write: an ``http(s)://`` URL (a read-only protocol)."""
+    path = os.fspath(path)
+    if protocol(path) in READ_ONLY_PROTOCOLS:
+        raise RemoteError(path, f"cannot write to {protocol(path)}:// URLs: HTTP servers are read-only here; write "
+                                "to a local path or to s3://, gs://, webhdfs://... and serve that")
 
 
 def join(base: str, name: str) -> str:
@@ -186,25 +281,37 @@ def basename(path: str) -> str:
     return posixpath.basename(path.rstrip("/")) if is_url(path) else os.path.basename(local_path(path))
 
 
-def _ask(path: str, storage_options: StorageOptions, local: Any, remote: str) -> bool:
-    """``local(path)`` for a local path, else the file system's method ``remote`` (one request)."""
-    if not is_url(path):
-        return bool(local(local_path(path)))
-    fs, fs_path = filesystem(path, storage_options)
+def _info(path: str, storage_options: StorageOptions, fs_path: str | None = None) -> dict | None:
+    """The file system's ``info`` on ``path`` (or on ``fs_path`` in its file system), ``None`` when nothing is
+    there; any other failure raises an error naming ``path``.
+
+    (fsspec's own ``exists``/``isdir`` answer ``False`` for every failure: an unreachable server would read as a
+    missing file.)
+    """
+    fs, own_path = filesystem(path, storage_options)
+    fs_path = own_path if fs_path is None else fs_path
     try:
-        return bool(getattr(fs, remote)(fs_path))
+        return fs.info(fs_path)
     except Exception as exc:
-        raise remote_error(path, exc, f"asking {remote}") from None
+        error = remote_error(path, exc, "asking for the file")
+        if isinstance(error, RemoteNotFoundError):
+            return None
+        raise error from None
 
 
 def exists(path: str, storage_options: StorageOptions = None) -> bool:
     """Whether a file exists there (a remote check costs one request)."""
-    return _ask(path, storage_options, os.path.exists, "exists")
+    if not is_url(path):
+        return os.path.exists(local_path(path))
+    return _info(path, storage_options) is not None
 
 
 def isdir(path: str, storage_options: StorageOptions = None) -> bool:
     """Whether ``path`` is a folder (for object stores: a prefix with objects under it)."""
-    return _ask(path, storage_options, os.path.isdir, "isdir")
+    if not is_url(path):
+        return os.path.isdir(local_path(path))
+    info = _info(path, storage_options)
+    return info is not None and info.get("type") == "directory"
 
 
 def read_bytes(path: str, storage_options: StorageOptions = None) -> bytes:
@@ -241,6 +348,9 @@ def glob(pattern: str, storage_options: StorageOptions = None) -> list[str]:
         found = fs.glob(fs_path)
     except Exception as exc:
         raise remote_error(pattern, exc, "listing") from None
+    if not found:  # fsspec's listing answers "nothing" for an unreachable server too: ask where the pattern starts
+        fixed = fs_path[:min((fs_path.find(c) for c in "*?[" if c in fs_path), default=len(fs_path))]
+        _info(pattern, storage_options, posixpath.dirname(fixed) or fs_path)
     return sorted(fs.unstrip_protocol(p) for p in found)
 
 

@@ -36,7 +36,14 @@ from typing import Any
 
 from mxrec.errors import RemoteError
 from mxrec.storage.block_cache import BlockCache
-from mxrec.storage.filesystem import ShortReadError, StorageOptions, filesystem, is_transient, remote_error
+from mxrec.storage.filesystem import (
+    RangeNotHonouredError,
+    ShortReadError,
+    StorageOptions,
+    filesystem,
+    is_transient,
+    remote_error,
+)
 
 DEFAULT_MAX_GAP = 256 << 10
 DEFAULT_MAX_REQUEST = 64 << 20
@@ -188,6 +195,12 @@ class RemoteFile:
                 start, end = ranges[i]
                 if isinstance(answer, BaseException):
                     error: BaseException = answer
+                elif len(answer) > end - start:  # the first such answer says it all: no retry
+                    whole = " (the whole file)" if len(answer) == size else ""
+                    raise RangeNotHonouredError(
+                        self.url, f"read bytes {start}..{end}: the server does not honour Range requests: it "
+                                  f"answered {len(answer)} bytes{whole} where {end - start} were asked for; serve "
+                                  "the file from a server that supports byte ranges, or copy it here first")
                 elif len(answer) != end - start:
                     error = ShortReadError(self.url, f"bytes {start}..{end}: got {len(answer)} bytes, asked for "
                                                      f"{end - start} (truncated answer, or the file changed)")
