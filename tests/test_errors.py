@@ -189,7 +189,7 @@ PROTOCOL = {("io/keys.py", "KeyError"),  # the Mapping protocol: the reader turn
 
 
 def test_no_bare_builtin_errors_on_bad_input():
-    import mxrec.storage.filesystem  # noqa: F401  (its RemoteError subclasses)
+    import mxrec.storage.filesystem
 
     def family(cls: type) -> set[str]:
         return {cls.__name__}.union(*(family(sub) for sub in cls.__subclasses__()))
