@@ -10,7 +10,8 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
   :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
-  (``ImageRecordIter``, ``ImageIter``).
+  (``ImageRecordIter``, ``ImageIter``), :mod:`mxrec.interop` (``convert``: to and from WebDataset, Parquet,
+  TFRecord).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
 Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.torch` (PyTorch datasets).
@@ -44,6 +45,7 @@ from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
 from mxrec.io.insightface import FaceSet, read_face_set
 from mxrec.io.reader import RecordReader
+from mxrec.interop import convert, from_hf_dataset, to_hf_dataset
 from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records
@@ -85,8 +87,10 @@ __all__ = [
     "VerificationSetError",
     "build_index",
     "contact_sheet",
+    "convert",
     "dataset_stats",
     "extract_records",
+    "from_hf_dataset",
     "load_verification_set",
     "make_lists",
     "open_dataset",
@@ -98,6 +102,7 @@ __all__ = [
     "read_labelled_csv",
     "recordio",
     "repair_dataset",
+    "to_hf_dataset",
     "unpack",
     "verify_dataset",
     "write_index",

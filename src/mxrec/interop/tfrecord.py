@@ -1,0 +1,164 @@
+"""TFRecord: ``tf.train.Example`` records in the ImageNet convention, read by TFRecord readers without TensorFlow.
+
+Each record is one ``Example`` (encoded by protobuf, through the ``tfrecord``
+package's ``example_pb2``) with the features TensorFlow's ImageNet pipelines
+and DALI's TFRecord reader look for:
+
+* ``image/encoded`` (the payload, untouched), ``image/format`` (``jpeg``,
+  ``png``, ... or ``other``), ``image/class/label`` (the whole non-negative
+  scalar label, else -1), ``image/height``, ``image/width`` (from the image
+  headers; 0 when unknown), ``image/class/text`` (the class name from the
+  ``.labels`` file, when there is one);
+* the exact IRHeader under ``mxrec/``: ``key`` (bytes), ``flag``, ``id``,
+  ``id2`` (int64; a u64 id above 2**63 wraps, and is unwrapped on the way
+  back), ``label`` (float32: the header label then the ``flag`` labels),
+  ``raw`` (1 for a record without IRHeader), ``irheader`` (the header bytes,
+  only where a label is not a finite number).
+
+The file framing is TFRecord's: a u64 length, its masked CRC-32C, the data,
+the data's masked CRC-32C (the ``crc32c`` package). Reading checks both
+checksums and names the file and byte offset of a bad one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from mxrec.interop.record import Record, foreign_record, image_size, payload_kind
+from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
+
+FORMAT = "tfrecord"
+SUFFIX = ".tfrecord"
+EXTRA = "tfrecord"
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_MASK_DELTA = 0xA282EAD8
+_U64 = 1 << 64
+
+
+def require_tfrecord() -> tuple[Any, Any]:
+    """``(example_pb2, crc32c)``, or :class:`MissingExtraError` naming ``mxrec[tfrecord]``."""
+    try:
+        import crc32c
+        from tfrecord import example_pb2
+    except ImportError as exc:
+        raise MissingExtraError(f"TFRecord needs the tfrecord and crc32c packages, which are not installed: "
+                                f"pip install 'mxrec[{EXTRA}]' ({exc})") from None
+    return example_pb2, crc32c
+
+
+def masked_crc(crc32c: Any, data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data``."""
+    crc = crc32c.crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+class Writer:
+    """Write records as ``Example`` records of one TFRecord file at ``path`` (a local file)."""
+
+    def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
+        self.example_pb2, self.crc32c = require_tfrecord()
+        self.class_names = class_names or {}
+        self.file = open(path, "wb", buffering=1 << 20)
+
+    def example(self, record: Record) -> bytes:
+        """The serialized ``Example`` of ``record``."""
+        example = self.example_pb2.Example()
+        feature = example.features.feature
+        kind = payload_kind(record.data)
+        height, width = image_size(record.data, kind)
+        label = record.class_label
+        feature["image/encoded"].bytes_list.value.append(record.data)
+        feature["image/format"].bytes_list.value.append(kind.encode())
+        feature["image/class/label"].int64_list.value.append(label)
+        feature["image/height"].int64_list.value.append(height)
+        feature["image/width"].int64_list.value.append(width)
+        if label in self.class_names:
+            feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
+        feature["mxrec/key"].bytes_list.value.append(record.key.encode())
+        feature["mxrec/raw"].int64_list.value.append(int(record.raw))
+        if not record.raw:
+            feature["mxrec/flag"].int64_list.value.append(record.flag)
+            feature["mxrec/id"].int64_list.value.append(_signed(record.id))
+            feature["mxrec/id2"].int64_list.value.append(_signed(record.id2))
+            values = [record.label] + (record.labels.tolist() if record.labels is not None else [])
+            feature["mxrec/label"].float_list.value.extend(values)
+            head = record.verbatim_head()
+            if head is not None:
+                feature["mxrec/irheader"].bytes_list.value.append(head)
+        return example.SerializeToString()
+
+    def write(self, record: Record) -> None:
+        data = self.example(record)
+        length = _LENGTH.pack(len(data))
+        crc = self.crc32c
+        self.file.write(length + _CRC.pack(masked_crc(crc, length)))
+        self.file.write(data)
+        self.file.write(_CRC.pack(masked_crc(crc, data)))
+
+    def close(self) -> None:
+        self.file.close()
+
+    def abort(self) -> None:
+        self.file.close()
+
+
+def _signed(value: int) -> int:
+    return value - _U64 if value >= 1 << 63 else value
+
+
+def iter_frames(stream: IO[bytes], where: str) -> Iterator[bytes]:
+    """The data of each TFRecord frame in ``stream``, both checksums checked."""
+    _, crc32c = require_tfrecord()
+    offset = 0
+    while True:
+        head = stream.read(12)
+        if not head:
+            return
+        if len(head) < 12:
+            raise TruncatedRecordError(where, offset, f"the file ends inside a TFRecord length ({len(head)} bytes)")
+        length_bytes, (crc,) = head[:8], _CRC.unpack_from(head, 8)
+        if masked_crc(crc32c, length_bytes) != crc:
+            raise RecordFormatError(where, offset, "bad TFRecord length checksum (not a TFRecord file, or damaged)")
+        (length,) = _LENGTH.unpack(length_bytes)
+        body = stream.read(length + 4)
+        if len(body) < length + 4:
+            raise TruncatedRecordError(where, offset, f"the file ends inside a {length}-byte TFRecord record")
+        data = body[:length]
+        if masked_crc(crc32c, data) != _CRC.unpack_from(body, length)[0]:
+            raise RecordFormatError(where, offset, "bad TFRecord data checksum (damaged record)")
+        yield data
+        offset += 16 + length
+
+
+def _first(feature: Any, name: str, kind: str) -> Any:
+    if name not in feature:
+        return None
+    values = getattr(feature[name], kind).value
+    return values[0] if len(values) else None
+
+
+def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
+    """The records of one TFRecord file (``key`` is ``None`` for files of other tools)."""
+    example_pb2, _ = require_tfrecord()
+    for data in iter_frames(stream, where):
+        feature = example_pb2.Example.FromString(data).features.feature
+        image = _first(feature, "image/encoded", "bytes_list") or b""
+        key = _first(feature, "mxrec/key", "bytes_list")
+        if key is None:
+            yield foreign_record(image, _first(feature, "image/class/label", "int64_list"))
+            continue
+        if _first(feature, "mxrec/raw", "int64_list"):
+            yield Record.from_fields(key.decode(), image, raw=True)
+            continue
+        labels = np.asarray(feature["mxrec/label"].float_list.value, np.float32)
+        flag = _first(feature, "mxrec/flag", "int64_list")
+        yield Record.from_fields(key.decode(), image, flag=flag, label=float(labels[0]),
+                                 id=_first(feature, "mxrec/id", "int64_list") % _U64,
+                                 id2=_first(feature, "mxrec/id2", "int64_list") % _U64,
+                                 labels=labels[1:] if flag else None,
+                                 head=_first(feature, "mxrec/irheader", "bytes_list"))

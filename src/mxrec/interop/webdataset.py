@@ -1,0 +1,141 @@
+"""WebDataset: ``.tar`` shards, one sample per record, as the ``webdataset`` library reads them.
+
+A sample is ``KEY.EXT`` (the payload under its real extension from the
+signature table: ``jpg``, ``png``, ... or ``bin``), ``KEY.cls`` (the class,
+when the label is a whole non-negative number) and ``KEY.json`` with the
+record's ``key`` (the ``.idx`` key), ``id``, ``id2``, ``flag`` and ``label``
+(a number, or the list of ``flag`` labels; ``header_label`` when the header's
+own label is not 0 beside them; ``irheader`` the header bytes in hex where a
+label is not a finite number; ``raw: true`` for a record without IRHeader).
+``KEY`` is the record's key where it is a plain name (letters, digits, ``_``,
+``-``) not used before in the shard, else ``rNNNNNNNNN`` by position: the
+``webdataset`` library splits names at the first dot and joins neighbouring
+files with one key into one sample. Members are written with mtime 0,
+owner root and mode 0444, so the same records give the same bytes.
+
+Tars written by other tools convert too: the first non-``json``/``cls``
+member is the payload, the label comes from ``cls`` or the JSON's ``label``
+(or ``cls``); the key and id are then the sample's position.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from collections.abc import Iterator
+from typing import IO, Any
+
+from mxrec.interop.record import Record, extension, foreign_record
+
+FORMAT = "webdataset"
+SUFFIX = ".tar"
+EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
+_BLOCK = tarfile.BLOCKSIZE
+
+
+def _member(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = 0
+    info.mode = 0o444
+    info.uname = info.gname = "root"
+    return info
+
+
+def sample_json(record: Record) -> dict[str, Any]:
+    """The ``KEY.json`` of a record (see the module docstring)."""
+    if record.raw:
+        return {"key": record.key, "raw": True}
+    out: dict[str, Any] = {"key": record.key, "id": record.id, "id2": record.id2, "flag": record.flag}
+    if record.flag:
+        out["label"] = record.label_values()
+        if record.label != 0.0 or str(record.label) == "-0.0":
+            out["header_label"] = record.label
+    else:
+        out["label"] = record.label
+    head = record.verbatim_head()
+    if head is not None:
+        out["irheader"] = head.hex()
+    return out
+
+
+class Writer:
+    """Write records as samples of one ``.tar`` file at ``path`` (a local file; staging is the caller's)."""
+
+    def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
+        self.file = open(path, "wb", buffering=1 << 20)
+        self.used: set[str] = set()
+        self.count = 0
+
+    def write(self, record: Record) -> None:
+        name = record.key if record.key not in self.used and _PLAIN_NAME.fullmatch(record.key) else \
+            f"r{self.count:09d}"
+        self.used.add(name)
+        self.count += 1
+        meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
+        members = [(f"{name}.{extension(record.data)}", record.data)]
+        label = record.class_label
+        if label >= 0:
+            members.append((f"{name}.cls", str(label).encode()))
+        members.append((f"{name}.json", meta))
+        write = self.file.write
+        for member, data in members:
+            write(_member(member, len(data)).tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
+            write(data)
+            pad = -len(data) % _BLOCK
+            if pad:
+                write(bytes(pad))
+
+    def close(self) -> None:
+        self.file.write(bytes(2 * _BLOCK))  # the end-of-archive marker
+        self.file.close()
+
+    def abort(self) -> None:
+        self.file.close()
+
+
+def _split(name: str) -> tuple[str, str]:
+    """``(key, extension)`` as the ``webdataset`` library splits a member name (at the basename's first dot)."""
+    folder, _, base = name.rpartition("/")
+    stem, dot, ext = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), (ext if dot else "")
+
+
+def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, bytes]]]:
+    current: str | None = None
+    files: dict[str, bytes] = {}
+    with tarfile.open(fileobj=stream, mode="r|*") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            key, ext = _split(member.name)
+            data = tar.extractfile(member).read()  # type: ignore[union-attr]
+            if key != current or ext in files:
+                if files:
+                    yield current, files  # type: ignore[misc]
+                current, files = key, {}
+            files[ext] = data
+    if files:
+        yield current, files  # type: ignore[misc]
+
+
+def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
+    """The records of one ``.tar`` shard read from ``stream`` (``key`` is ``None`` for samples of other tools)."""
+    for sample_key, files in _samples(stream, where):
+        meta = json.loads(files["json"]) if "json" in files else {}
+        payload_ext = next((e for e in files if e not in ("json", "cls")), None)
+        data = files.get(payload_ext, b"") if payload_ext is not None else b""
+        if isinstance(meta, dict) and "key" in meta and ("flag" in meta or meta.get("raw")):
+            flag = int(meta.get("flag", 0))
+            yield Record.from_fields(
+                str(meta["key"]), data, raw=bool(meta.get("raw")), flag=flag,
+                label=meta.get("header_label", 0.0) if flag else meta.get("label", 0.0),
+                id=meta.get("id", 0), id2=meta.get("id2", 0), labels=meta.get("label") if flag else None,
+                head=bytes.fromhex(meta["irheader"]) if "irheader" in meta else None)
+            continue
+        label: Any = meta.get("label", meta.get("cls")) if isinstance(meta, dict) else None
+        if "cls" in files:
+            label = int(files["cls"].decode().strip())
+        yield foreign_record(data, label)
