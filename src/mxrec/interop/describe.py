@@ -7,7 +7,6 @@ set is read once, in a stream.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,11 +21,10 @@ def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str
     """``{"format", "files", "records", "classes", "class_names", "kinds", "manifest", "problems"}`` of a set."""
     fmt = fmt or infer_format(spec, storage_options)
     found = resolve_set(spec, fmt, storage_options)
-    classes: Counter = Counter()
     report = Report()
     if found.manifest is not None:
         manifest = found.manifest
-        return {"format": fmt, "files": len(found.files), "records": manifest.records, "classes": None,
+        return {"format": fmt, "files": len(found.files), "records": manifest.records, "classes": manifest.classes,
                 "class_names": manifest.class_names, "kinds": manifest.kinds, "manifest": found.manifest_path,
                 "problems": None}
     module = MODULES[fmt]
@@ -35,9 +33,7 @@ def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str
             for record in module.read_records(stream, path):
                 record.key = record.key if record.key is not None else str(report.records)
                 report.add(record)
-                if record.class_label >= 0:
-                    classes[record.class_label] += 1
-    return {"format": fmt, "files": len(found.files), "records": report.records, "classes": len(classes),
+    return {"format": fmt, "files": len(found.files), "records": report.records, "classes": len(report.classes),
             "class_names": None, "kinds": dict(report.kinds), "manifest": None, "problems": report.problem_count,
             "payload_bytes": report.payload_bytes}
 

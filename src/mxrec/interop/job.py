@@ -31,6 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.errors import ImageDecodeError, MxrecError, OptionError
+from mxrec.format.framing import encoded_size
+from mxrec.format.idx import index_path_for
+from mxrec.format.manifest import Manifest, ShardEntry, manifest_path
 from mxrec.interop import parquet, tfrecord, webdataset
 from mxrec.interop.record import Record, Report
 from mxrec.interop.sets import (
@@ -41,10 +45,6 @@ from mxrec.interop.sets import (
     manifest_name,
     resolve_set,
 )
-from mxrec.errors import ImageDecodeError, MxrecError, OptionError
-from mxrec.format.framing import encoded_size
-from mxrec.format.idx import index_path_for
-from mxrec.format.manifest import Manifest, ShardEntry, manifest_path
 from mxrec.io.atomic import PartialFile, atomic_open, output_for
 from mxrec.io.filesystem import StorageOptions, basename, exists, filesystem, is_url, join, open_input, parent
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
@@ -225,8 +225,7 @@ def _transformed(record: Record, transform: ImageTransform, report: Report) -> R
     try:
         record.data = transform.apply(record.data, f"record {record.key!r}")
     except (ImageDecodeError, MxrecError) as exc:  # carried untouched, and reported
-        report.problem_count += 1
-        report.problems.append((record.key, f"kept as it was: {exc}"))
+        report.note(record.key, f"kept as it was: {exc}")
     return record
 
 
@@ -358,6 +357,7 @@ def _publish(target: _Target, results: list[TaskResult], sharded: bool, indexed:
     if manifest is not None:
         _remove(manifest, options)  # an older set's manifest must never describe the new shards
     outputs: list[Any] = []
+    files: list[str] = []
     entries: list[ShardEntry] = []
     for number, shard in enumerate(staged):
         if target.format == "recordio" and not sharded:
@@ -368,18 +368,18 @@ def _publish(target: _Target, results: list[TaskResult], sharded: bool, indexed:
                                   os.path.getsize(shard.path),
                                   None if shard.idx is None else os.path.getsize(shard.idx)))
         outputs.append(_move(shard.path, rec, options))
+        files.append(rec)
         if shard.idx is not None:
             outputs.append(_move(shard.idx, idx, options))
     for output in outputs:  # the .rec before its .idx, shard after shard
         output.commit()
-    files = [output.requested for output in outputs]
     if manifest is None:
         return files, None
     if target.format == "recordio":
         write_manifest(manifest, Manifest(tuple(entries)), options)
         return files, manifest
     shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes} for e in entries]
-    text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds)).to_json()
+    text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds), len(report.classes)).to_json()
     with atomic_open(manifest, "w", encoding="utf-8", newline="\n", storage_options=options) as f:
         f.write(text)
     return files, manifest
@@ -574,16 +574,16 @@ def _convert_folder(source: Any, target: str, source_format: str, target_format:
         packed = pack_list(lists[0], os.fspath(source), target, transform or ImageTransform(pass_through=True),
                            workers=workers, progress=progress)
         report.records = packed.records
-        for note in packed.skipped + packed.not_images:
-            report.problem_count += 1
-            report.problems.append((str(note.path), note.reason))
+        for note in packed.skipped:
+            report.note(note.path, note.reason)
+        for note in packed.not_images:
+            report.note(note.path, note.reason, broken=False)
         return ConvertResult(source_format, target_format, [target], packed.manifest, report)
     if source_format == "recordio" and target_format == "folder":
         extracted = extract_records(os.fspath(source), target, label_names=class_names, progress=progress)
         report.records = extracted.files
         for position, key, reason in extracted.skipped:
-            report.problem_count += 1
-            report.problems.append((str(key), f"record {position}: {reason}"))
+            report.note(str(key), f"record {position}: {reason}")
         return ConvertResult(source_format, target_format, [extracted.lst_path], None, report)
     raise OptionError(f"an image folder converts to and from RecordIO only (not {source_format} -> {target_format}): "
                       "go through a .rec")

@@ -29,8 +29,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from mxrec.interop.record import Record, extension, foreign_record, payload_kind
 from mxrec.errors import MissingExtraError, MxrecError
+from mxrec.interop.record import Record, extension, foreign_record, payload_kind
 
 FORMAT = "parquet"
 SUFFIX = ".parquet"
@@ -44,7 +44,7 @@ def require_pyarrow() -> Any:
     """``pyarrow`` (with ``pyarrow.parquet``), or :class:`MissingExtraError` naming ``mxrec[parquet]``."""
     try:
         import pyarrow as pa
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.parquet
     except ImportError as exc:
         raise MissingExtraError(f"Parquet needs pyarrow, which is not installed: pip install 'mxrec[{EXTRA}]' "
                                 f"({exc})") from None

@@ -200,6 +200,8 @@ class Report:
     raw_records: int = 0
     problems: list[tuple[str, str]] = field(default_factory=list)
     problem_count: int = 0
+    broken: int = 0  # problems that are images of a known format, cut off or malformed
+    classes: Counter = field(default_factory=Counter)  # records per class label (whole scalar labels)
 
     def add(self, record: Record, check: bool = True) -> str:
         """Count ``record``; return its payload kind."""
@@ -208,13 +210,21 @@ class Report:
         self.payload_bytes += len(record.data)
         self.kinds[kind] += 1
         self.raw_records += record.raw
+        label = record.class_label
+        if label >= 0:
+            self.classes[label] += 1
         if check:
             problem = image_problem(record.data, kind)
             if problem is not None:
-                self.problem_count += 1
-                if len(self.problems) < MAX_PROBLEMS:
-                    self.problems.append((record.key, problem))
+                self.note(record.key, problem, broken=kind not in ("other", "empty"))
         return kind
+
+    def note(self, key: str, problem: str, broken: bool = True) -> None:
+        """List a record that is not a sound image (or could not be transformed)."""
+        self.problem_count += 1
+        self.broken += broken
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((key, problem))
 
     def merge(self, other: Report) -> None:
         self.records += other.records
@@ -222,4 +232,6 @@ class Report:
         self.kinds.update(other.kinds)
         self.raw_records += other.raw_records
         self.problem_count += other.problem_count
+        self.broken += other.broken
+        self.classes.update(other.classes)
         self.problems.extend(other.problems[:max(0, MAX_PROBLEMS - len(self.problems))])

@@ -4,7 +4,7 @@ A WebDataset, Parquet or TFRecord set written by ``mxrec convert`` is
 ``NAME_00000.tar`` (``.parquet``, ``.tfrecord``), ``NAME_00001.tar`` ... beside
 ``NAME.convert.json``, written last::
 
-    {"format": "webdataset", "version": 1, "records": 1200, "indexed": true,
+    {"format": "webdataset", "version": 1, "records": 1200, "indexed": true, "classes": 10,
      "class_names": {"0": "cat", ...} or null, "kinds": {"jpeg": 1199, "other": 1},
      "shards": [{"path": "NAME_00000.tar", "records": 1200, "bytes": 123456789}]}
 
@@ -54,6 +54,7 @@ class SetManifest:
     indexed: bool = True
     class_names: dict[int, str] | None = None
     kinds: dict[str, int] = field(default_factory=dict)
+    classes: int | None = None  # distinct class labels (whole scalar labels)
 
     @property
     def records(self) -> int:
@@ -62,7 +63,8 @@ class SetManifest:
     def to_json(self) -> str:
         names = None if self.class_names is None else {str(k): v for k, v in sorted(self.class_names.items())}
         return json.dumps({"format": self.format, "version": VERSION, "records": self.records,
-                           "indexed": self.indexed, "class_names": names, "kinds": dict(sorted(self.kinds.items())),
+                           "indexed": self.indexed, "classes": self.classes, "class_names": names,
+                           "kinds": dict(sorted(self.kinds.items())),
                            "shards": self.shards}, indent=1) + "\n"
 
 
@@ -72,7 +74,7 @@ def parse_set_manifest(text: bytes | str, where: str) -> SetManifest:
         names = data.get("class_names")
         manifest = SetManifest(data["format"], list(data["shards"]), bool(data.get("indexed", True)),
                                None if names is None else {int(k): str(v) for k, v in names.items()},
-                               dict(data.get("kinds", {})))
+                               dict(data.get("kinds", {})), data.get("classes"))
         for shard in manifest.shards:
             str(shard["path"]), int(shard["records"]), int(shard["bytes"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

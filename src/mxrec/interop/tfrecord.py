@@ -28,8 +28,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from mxrec.interop.record import Record, foreign_record, image_size, payload_kind
 from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
+from mxrec.interop.record import Record, foreign_record, image_size, payload_kind
 
 FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"

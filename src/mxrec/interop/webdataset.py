@@ -123,7 +123,7 @@ def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, byt
 
 def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
     """The records of one ``.tar`` shard read from ``stream`` (``key`` is ``None`` for samples of other tools)."""
-    for sample_key, files in _samples(stream, where):
+    for _name, files in _samples(stream, where):
         meta = json.loads(files["json"]) if "json" in files else {}
         payload_ext = next((e for e in files if e not in ("json", "cls")), None)
         data = files.get(payload_ext, b"") if payload_ext is not None else b""
