@@ -42,10 +42,10 @@ from mxrec.errors import (
     VerificationSetError,
 )
 from mxrec.format.header import IRHeader, pack, unpack
+from mxrec.interop import convert, from_hf_dataset, to_hf_dataset
 from mxrec.io.index import build_index, read_index, write_index
 from mxrec.io.insightface import FaceSet, read_face_set
 from mxrec.io.reader import RecordReader
-from mxrec.interop import convert, from_hf_dataset, to_hf_dataset
 from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records

@@ -13,12 +13,22 @@ id and their ``label`` column as the label.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from mxrec.errors import MissingExtraError, MxrecError
-from mxrec.interop.job import ConvertResult, Progress, Task, _publish, _Target, convert, write_records
+from mxrec.interop.job import (
+    ConvertResult,
+    Progress,
+    Task,
+    _publish,
+    _Target,
+    convert,
+    write_class_names,
+    write_records,
+)
 from mxrec.interop.record import Record, foreign_record
 from mxrec.io.filesystem import StorageOptions, open_input
 from mxrec.io.shards import ShardLimit, parse_shard_size
@@ -104,8 +114,7 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
         if feature is not None and hasattr(feature, "names"):
             names = dict(enumerate(feature.names))
         files, manifest = _publish(out, [result], limit is not None, True, names, result.report)
+        write_class_names(target, names)
     finally:
-        import shutil
-
         shutil.rmtree(staging, ignore_errors=True)
     return ConvertResult("huggingface", "recordio", files, manifest, result.report)

@@ -433,6 +433,12 @@ def _run_ray(tasks: list[Task], address: str | None, total: int, progress: Progr
     return results
 
 
+def write_class_names(rec_path: str, names: dict[int, str] | None) -> None:
+    """Write ``NAME.labels`` beside a local ``NAME.rec`` when the classes have names."""
+    if names and not is_url(rec_path):
+        write_label_names(os.path.splitext(rec_path)[0] + LABELS_SUFFIX, names)
+
+
 def _class_names(source_format: str, spec: Any, given: dict[int, str] | None, foreign: Any) -> dict[int, str] | None:
     if given is not None:
         return given
@@ -555,8 +561,8 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         files, manifest = _publish(out, results, sharded, indexed, names, report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if target_format == "recordio" and names and not is_url(target):
-        write_label_names(os.path.splitext(target)[0] + LABELS_SUFFIX, names)
+    if target_format == "recordio":
+        write_class_names(target, names)
     return ConvertResult(source_format, target_format, files, manifest, report)
 
 
