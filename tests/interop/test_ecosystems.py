@@ -193,7 +193,7 @@ def test_tfrecord_bad_checksum_names_file_and_offset(tmp_path):
 
 @pytest.mark.parametrize(("fmt", "module", "extra"), [("parquet", "pyarrow", "mxrec[parquet]"),
                                                        ("tfrecord", "crc32c", "mxrec[tfrecord]"),
-                                                       ("tfrecord", "tfrecord", "mxrec[tfrecord]")])
+                                                       ("tfrecord", "google.protobuf", "mxrec[tfrecord]")])
 def test_missing_library_names_its_extra(fmt, module, extra, tmp_path, monkeypatch):
     for name in list(sys.modules):
         if name == module or name.startswith(module + "."):

@@ -1,7 +1,9 @@
 """TFRecord: ``tf.train.Example`` records in the ImageNet convention, read by TFRecord readers without TensorFlow.
 
-Each record is one ``Example`` (encoded by protobuf, through the ``tfrecord``
-package's ``example_pb2``) with the features TensorFlow's ImageNet pipelines
+Each record is one ``Example``, encoded by protobuf (the ``protobuf``
+package, from the message definitions of TensorFlow's ``example.proto`` and
+``feature.proto``, declared in :func:`example_class`: importing the
+``tfrecord`` package would import PyTorch, seconds per process), with the features TensorFlow's ImageNet pipelines
 and DALI's TFRecord reader look for:
 
 * ``image/encoded`` (the payload, untouched), ``image/format`` (``jpeg``,
@@ -40,15 +42,55 @@ _MASK_DELTA = 0xA282EAD8
 _U64 = 1 << 64
 
 
+_EXAMPLE: list[Any] = []  # the Example class, made once
+
+
+def example_class() -> Any:
+    """``tf.train.Example`` as a protobuf message class, declared here in a private descriptor pool."""
+    if _EXAMPLE:
+        return _EXAMPLE[0]
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    proto = descriptor_pb2.FileDescriptorProto(name="mxrec_tf_example.proto", package="tensorflow", syntax="proto3")
+    field = descriptor_pb2.FieldDescriptorProto
+    repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
+
+    def message(name: str, *fields: tuple[str, int, int, int, str | None]) -> descriptor_pb2.DescriptorProto:
+        out = proto.message_type.add(name=name)
+        for field_name, number, label, kind, type_name in fields:
+            out.field.add(name=field_name, number=number, label=label, type=kind, type_name=type_name)
+        return out
+
+    message("BytesList", ("value", 1, repeated, field.TYPE_BYTES, None))
+    message("FloatList", ("value", 1, repeated, field.TYPE_FLOAT, None)).field[0].options.packed = True
+    message("Int64List", ("value", 1, repeated, field.TYPE_INT64, None)).field[0].options.packed = True
+    feature = message("Feature", ("bytes_list", 1, optional, field.TYPE_MESSAGE, ".tensorflow.BytesList"),
+                      ("float_list", 2, optional, field.TYPE_MESSAGE, ".tensorflow.FloatList"),
+                      ("int64_list", 3, optional, field.TYPE_MESSAGE, ".tensorflow.Int64List"))
+    feature.oneof_decl.add(name="kind")
+    for entry in feature.field:
+        entry.oneof_index = 0
+    features = message("Features", ("feature", 1, repeated, field.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry"))
+    entry = features.nested_type.add(name="FeatureEntry")
+    entry.field.add(name="key", number=1, label=optional, type=field.TYPE_STRING)
+    entry.field.add(name="value", number=2, label=optional, type=field.TYPE_MESSAGE, type_name=".tensorflow.Feature")
+    entry.options.map_entry = True
+    message("Example", ("features", 1, optional, field.TYPE_MESSAGE, ".tensorflow.Features"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    _EXAMPLE.append(message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example")))
+    return _EXAMPLE[0]
+
+
 def require_tfrecord() -> tuple[Any, Any]:
-    """``(example_pb2, crc32c)``, or :class:`MissingExtraError` naming ``mxrec[tfrecord]``."""
+    """``(Example class, crc32c)``, or :class:`MissingExtraError` naming ``mxrec[tfrecord]``."""
     try:
         import crc32c
-        from tfrecord import example_pb2
+        import google.protobuf  # noqa: F401
     except ImportError as exc:
-        raise MissingExtraError(f"TFRecord needs the tfrecord and crc32c packages, which are not installed: "
+        raise MissingExtraError(f"TFRecord needs the protobuf and crc32c packages, which are not installed: "
                                 f"pip install 'mxrec[{EXTRA}]' ({exc})") from None
-    return example_pb2, crc32c
+    return example_class(), crc32c
 
 
 def masked_crc(crc32c: Any, data: bytes) -> int:
@@ -61,13 +103,13 @@ class Writer:
     """Write records as ``Example`` records of one TFRecord file at ``path`` (a local file)."""
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
-        self.example_pb2, self.crc32c = require_tfrecord()
+        self.example_type, self.crc32c = require_tfrecord()
         self.class_names = class_names or {}
         self.file = open(path, "wb", buffering=1 << 20)
 
     def example(self, record: Record) -> bytes:
         """The serialized ``Example`` of ``record``."""
-        example = self.example_pb2.Example()
+        example = self.example_type()
         feature = example.features.feature
         kind = payload_kind(record.data)
         height, width = image_size(record.data, kind)
@@ -90,7 +132,7 @@ class Writer:
             head = record.verbatim_head()
             if head is not None:
                 feature["mxrec/irheader"].bytes_list.value.append(head)
-        return example.SerializeToString()
+        return example.SerializeToString(deterministic=True)  # map entries sorted: same records, same bytes
 
     def write(self, record: Record) -> None:
         data = self.example(record)
@@ -144,9 +186,9 @@ def _first(feature: Any, name: str, kind: str) -> Any:
 
 def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
     """The records of one TFRecord file (``key`` is ``None`` for files of other tools)."""
-    example_pb2, _ = require_tfrecord()
+    example_type, _ = require_tfrecord()
     for data in iter_frames(stream, where):
-        feature = example_pb2.Example.FromString(data).features.feature
+        feature = example_type.FromString(data).features.feature
         image = _first(feature, "image/encoded", "bytes_list") or b""
         key = _first(feature, "mxrec/key", "bytes_list")
         if key is None:
