@@ -115,3 +115,17 @@ def test_record_model_rebuilds_exact_bytes():
     np.testing.assert_array_equal(record.labels, [1.0, 2.0, 3.0])
     assert record.to_bytes() == pack(IRHeader(0, [1.0, 2.0, 3.0], 9, 10), b"xyz")
     assert Record.from_bytes(1, b"abc").raw
+
+
+def test_tar_member_headers_are_the_standard_librarys_ustar_headers():
+    import tarfile
+
+    from mxrec.interop.webdataset import member_header
+
+    for name, size in [("0.jpg", 26850), ("x" * 95 + ".json", 0), ("ü.cls", 7), ("big.bin", 2**29 - 1)]:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode, info.uname, info.gname = size, 0, 0o444, "root", "root"
+        assert member_header(name, size) == info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
+    long_name = "k" * 120 + ".jpg"  # past ustar's 100 bytes: a GNU long-name header, as tarfile writes it
+    assert tarfile.open(fileobj=__import__("io").BytesIO(member_header(long_name, 0) + bytes(1024))).getnames() == [
+        long_name]

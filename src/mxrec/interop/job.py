@@ -36,7 +36,7 @@ from mxrec.format.framing import encoded_size
 from mxrec.format.idx import index_path_for
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path
 from mxrec.interop import parquet, tfrecord, webdataset
-from mxrec.interop.record import Record, Report
+from mxrec.interop.record import Payload, Record, Report
 from mxrec.interop.sets import (
     FORMATS,
     SUFFIXES,
@@ -193,17 +193,17 @@ class _ShardRotation:
             return self.records >= limit.records
         return self.bytes + size > limit.bytes
 
-    def write(self, record: Record) -> None:
+    def write(self, record: Record, payload: Payload) -> None:
         recordio = self.task.target_format == "recordio"
-        payload = record.to_bytes() if recordio else None
-        size = encoded_size(len(payload)) if recordio else len(record.data) + _RECORD_OVERHEAD
+        whole = record.to_bytes() if recordio else b""
+        size = encoded_size(len(whole)) if recordio else len(record.data) + _RECORD_OVERHEAD
         if self.writer is None or self._full(size):
             self.close()
             self._open()
         if recordio:
-            self.writer.write(payload, record.key)
+            self.writer.write(whole, record.key)
         else:
-            self.writer.write(record)
+            self.writer.write(record, payload)
         self.records += 1
         self.bytes += size
         self.result.shards[-1].records += 1
@@ -238,8 +238,7 @@ def write_records(records: Iterable[Record], task: Task, progress: Callable[[int
         for record in records:
             if task.transform is not None:
                 record = _transformed(record, task.transform, report)
-            report.add(record)
-            rotation.write(record)
+            rotation.write(record, report.add(record))
             pending += 1
             if progress is not None and pending >= _BLOCK:
                 progress(pending)

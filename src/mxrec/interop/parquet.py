@@ -30,7 +30,7 @@ from typing import IO, Any
 import numpy as np
 
 from mxrec.errors import MissingExtraError, MxrecError
-from mxrec.interop.record import Record, extension, foreign_record, payload_kind
+from mxrec.interop.record import Payload, Record, foreign_record
 
 FORMAT = "parquet"
 SUFFIX = ".parquet"
@@ -89,12 +89,12 @@ class Writer:
         self.columns: dict[str, list] = {name: [] for name in _COLUMNS}
         self.pending_bytes = 0
 
-    def write(self, record: Record) -> None:
+    def write(self, record: Record, payload: Payload) -> None:
         c = self.columns
         c["key"].append(record.key)
-        c["image"].append({"bytes": record.data, "path": f"{record.key}.{extension(record.data)}"})
+        c["image"].append({"bytes": record.data, "path": f"{record.key}.{payload.extension}"})
         c["label"].append(record.class_label)
-        c["kind"].append(payload_kind(record.data))
+        c["kind"].append(payload.kind)
         c["flag"].append(record.flag)
         c["header_label"].append(record.label)
         c["id"].append(record.id)

@@ -161,29 +161,40 @@ def extension(data: bytes) -> str:
     return ext[1:] if ext else "bin"
 
 
-def image_problem(data: bytes, kind: str) -> str | None:
-    """Why a payload is not a sound image (``None`` when its headers are whole); checks headers, not pixels."""
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """What a payload is, read once from its headers (no decoding): kind, extension, size, and any problem."""
+
+    kind: str
+    extension: str
+    height: int = 0
+    width: int = 0
+    problem: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        """An image of a known format that is cut off or malformed (a non-image payload is not broken)."""
+        return self.problem is not None and self.kind not in ("other", "empty")
+
+
+def inspect_payload(data: bytes) -> Payload:
+    """The :class:`Payload` facts of ``data``: its kind from the signature table, its size from a JPEG's or PNG's
+    header, and why it is not a sound image (empty, no image, cut off, malformed headers), if so."""
+    kind = payload_kind(data)
+    ext = extension(data)
     if kind == "empty":
-        return "empty payload"
+        return Payload(kind, ext, problem="empty payload")
     if kind == "other":
-        return "not an image (no known image signature)"
+        return Payload(kind, ext, problem="not an image (no known image signature)")
     try:
-        cut = truncation(data, jpeg_header(data) if kind == "jpeg" else None)
+        header = jpeg_header(data) if kind == "jpeg" else None
+        cut = truncation(data, header)
         if cut is not None:
-            return cut
-        image_shape(data, kind)
+            return Payload(kind, ext, problem=cut)
+        shape = header.frame.shape if header is not None and header.frame is not None else image_shape(data, kind)
     except (ImageDecodeError, HeaderError) as exc:
-        return f"broken {kind}: {exc}"
-    return None
-
-
-def image_size(data: bytes, kind: str) -> tuple[int, int]:
-    """``(height, width)`` from a JPEG's or PNG's header, ``(0, 0)`` when unknown."""
-    try:
-        shape = image_shape(data, kind) if kind in ("jpeg", "png") else None
-    except ImageDecodeError:
-        shape = None
-    return (shape[0], shape[1]) if shape else (0, 0)
+        return Payload(kind, ext, problem=f"broken {kind}: {exc}")
+    return Payload(kind, ext, *(shape[:2] if shape else (0, 0)))
 
 
 @dataclass
@@ -203,21 +214,19 @@ class Report:
     broken: int = 0  # problems that are images of a known format, cut off or malformed
     classes: Counter = field(default_factory=Counter)  # records per class label (whole scalar labels)
 
-    def add(self, record: Record, check: bool = True) -> str:
-        """Count ``record``; return its payload kind."""
-        kind = payload_kind(record.data)
+    def add(self, record: Record) -> Payload:
+        """Count ``record``; return what its payload is."""
+        payload = inspect_payload(record.data)
         self.records += 1
         self.payload_bytes += len(record.data)
-        self.kinds[kind] += 1
+        self.kinds[payload.kind] += 1
         self.raw_records += record.raw
         label = record.class_label
         if label >= 0:
             self.classes[label] += 1
-        if check:
-            problem = image_problem(record.data, kind)
-            if problem is not None:
-                self.note(record.key, problem, broken=kind not in ("other", "empty"))
-        return kind
+        if payload.problem is not None:
+            self.note(record.key, payload.problem, broken=payload.broken)
+        return payload
 
     def note(self, key: str, problem: str, broken: bool = True) -> None:
         """List a record that is not a sound image (or could not be transformed)."""

@@ -31,7 +31,7 @@ from typing import IO, Any
 import numpy as np
 
 from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
-from mxrec.interop.record import Record, foreign_record, image_size, payload_kind
+from mxrec.interop.record import Payload, Record, foreign_record
 
 FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"
@@ -107,18 +107,16 @@ class Writer:
         self.class_names = class_names or {}
         self.file = open(path, "wb", buffering=1 << 20)
 
-    def example(self, record: Record) -> bytes:
+    def example(self, record: Record, payload: Payload) -> bytes:
         """The serialized ``Example`` of ``record``."""
         example = self.example_type()
         feature = example.features.feature
-        kind = payload_kind(record.data)
-        height, width = image_size(record.data, kind)
         label = record.class_label
         feature["image/encoded"].bytes_list.value.append(record.data)
-        feature["image/format"].bytes_list.value.append(kind.encode())
+        feature["image/format"].bytes_list.value.append(payload.kind.encode())
         feature["image/class/label"].int64_list.value.append(label)
-        feature["image/height"].int64_list.value.append(height)
-        feature["image/width"].int64_list.value.append(width)
+        feature["image/height"].int64_list.value.append(payload.height)
+        feature["image/width"].int64_list.value.append(payload.width)
         if label in self.class_names:
             feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
         feature["mxrec/key"].bytes_list.value.append(record.key.encode())
@@ -134,8 +132,8 @@ class Writer:
                 feature["mxrec/irheader"].bytes_list.value.append(head)
         return example.SerializeToString(deterministic=True)  # map entries sorted: same records, same bytes
 
-    def write(self, record: Record) -> None:
-        data = self.example(record)
+    def write(self, record: Record, payload: Payload) -> None:
+        data = self.example(record, payload)
         length = _LENGTH.pack(len(data))
         crc = self.crc32c
         self.file.write(length + _CRC.pack(masked_crc(crc, length)))

@@ -10,8 +10,9 @@ label is not a finite number; ``raw: true`` for a record without IRHeader).
 ``KEY`` is the record's key where it is a plain name (letters, digits, ``_``,
 ``-``) not used before in the shard, else ``rNNNNNNNNN`` by position: the
 ``webdataset`` library splits names at the first dot and joins neighbouring
-files with one key into one sample. Members are written with mtime 0,
-owner root and mode 0444, so the same records give the same bytes.
+files with one key into one sample. Members are written as ustar headers with mtime
+0, owner root and mode 0444 (:func:`member_header`), so the same records give
+the same bytes.
 
 Tars written by other tools convert too: the first non-``json``/``cls``
 member is the payload, the label comes from ``cls`` or the JSON's ``label``
@@ -26,7 +27,7 @@ import tarfile
 from collections.abc import Iterator
 from typing import IO, Any
 
-from mxrec.interop.record import Record, extension, foreign_record
+from mxrec.interop.record import Payload, Record, foreign_record
 
 FORMAT = "webdataset"
 SUFFIX = ".tar"
@@ -35,13 +36,29 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
 
 
-def _member(name: str, size: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size = size
-    info.mtime = 0
-    info.mode = 0o444
-    info.uname = info.gname = "root"
-    return info
+_HEADER = bytearray(_BLOCK)  # a ustar member header: mode 0444, owner root (0), mtime 0; name and size filled in
+for _at, _text in ((100, b"0000444\0"), (108, b"0000000\0"), (116, b"0000000\0"), (136, b"00000000000\0"),
+                   (156, b"0"), (257, b"ustar\x0000"), (265, b"root"), (297, b"root")):
+    _HEADER[_at:_at + len(_text)] = _text
+_CHECKSUM_SPACES = 8 * 32  # the checksum field counts as eight spaces
+
+
+def member_header(name: str, size: int) -> bytes:
+    """The 512-byte tar header of a regular file ``name`` of ``size`` bytes (ustar; GNU long names past 100 bytes)."""
+    encoded = name.encode()
+    if len(encoded) > 100:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode, info.uname, info.gname = size, 0, 0o444, "root", "root"
+        return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+    header = _HEADER.copy()
+    header[0:len(encoded)] = encoded
+    header[124:136] = b"%011o\0" % size
+    header[148:156] = b"%06o\0 " % (sum(header) + _CHECKSUM_SPACES)
+    return bytes(header)
+
+
+def _padding(size: int) -> bytes:
+    return bytes(-size % _BLOCK)
 
 
 def sample_json(record: Record) -> dict[str, Any]:
@@ -69,24 +86,23 @@ class Writer:
         self.used: set[str] = set()
         self.count = 0
 
-    def write(self, record: Record) -> None:
+    def write(self, record: Record, payload: Payload) -> None:
         name = record.key if record.key not in self.used and _PLAIN_NAME.fullmatch(record.key) else \
             f"r{self.count:09d}"
         self.used.add(name)
         self.count += 1
-        meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
-        members = [(f"{name}.{extension(record.data)}", record.data)]
+        data = record.data
+        write = self.file.write
+        write(member_header(f"{name}.{payload.extension}", len(data)))
+        write(data)
+        tail = [_padding(len(data))]
         label = record.class_label
         if label >= 0:
-            members.append((f"{name}.cls", str(label).encode()))
-        members.append((f"{name}.json", meta))
-        write = self.file.write
-        for member, data in members:
-            write(_member(member, len(data)).tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape"))
-            write(data)
-            pad = -len(data) % _BLOCK
-            if pad:
-                write(bytes(pad))
+            text = str(label).encode()
+            tail += (member_header(f"{name}.cls", len(text)), text, _padding(len(text)))
+        meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
+        tail += (member_header(f"{name}.json", len(meta)), meta, _padding(len(meta)))
+        write(b"".join(tail))
 
     def close(self) -> None:
         self.file.write(bytes(2 * _BLOCK))  # the end-of-archive marker
