@@ -33,11 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import best_of  # noqa: E402
-
-import mxrec  # noqa: E402
-from mxrec import recordio  # noqa: E402
+import mxrec
+from mxrec import recordio
+from timing import best_of
 
 
 def make_records(path: Path, count: int, seed: int = 0) -> None:
