@@ -129,3 +129,28 @@ def test_tar_member_headers_are_the_standard_librarys_ustar_headers():
     long_name = "k" * 120 + ".jpg"  # past ustar's 100 bytes: a GNU long-name header, as tarfile writes it
     assert tarfile.open(fileobj=__import__("io").BytesIO(member_header(long_name, 0) + bytes(1024))).getnames() == [
         long_name]
+
+
+@pytest.mark.parametrize("tar_format", ["USTAR_FORMAT", "GNU_FORMAT", "PAX_FORMAT"])
+def test_tar_reader_takes_long_names_folders_and_pax(tar_format, tmp_path):
+    import io
+    import tarfile
+
+    from mxrec.interop.webdataset import iter_members
+
+    deep = "d/" * 40 + "ü" * 30 + ".jpg"  # past ustar's 100 + 155 bytes where the format allows
+    names = ["a/0001.jpg", "a/0001.cls", deep] if tar_format != "USTAR_FORMAT" else ["a/0001.jpg", "a/0001.cls"]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=getattr(tarfile, tar_format)) as tar:
+        tar.addfile(tarfile.TarInfo("a"))  # a folder entry is no sample
+        tar.getmember("a").type = tarfile.DIRTYPE
+        for n, name in enumerate(names):
+            info = tarfile.TarInfo(name)
+            info.size = n * 700
+            tar.addfile(info, io.BytesIO(bytes([n]) * info.size))
+    buffer.seek(0)
+    got = list(iter_members(buffer, "t.tar"))
+    assert [name for name, _ in got if name != "a"] == names
+    assert [len(data) for name, data in got if name != "a"] == [n * 700 for n in range(len(names))]
+    with pytest.raises(mxrec.RecordFormatError, match="t.tar: at byte 0: tar header with a bad number field"):
+        list(iter_members(io.BytesIO(b"x" * 1024), "t.tar"))

@@ -27,6 +27,7 @@ import tarfile
 from collections.abc import Iterator
 from typing import IO, Any
 
+from mxrec.errors import RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
 
 FORMAT = "webdataset"
@@ -119,20 +120,80 @@ def _split(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), (ext if dot else "")
 
 
+def _octal(field: bytes, where: str, offset: int) -> int:
+    if field[:1] and field[0] & 0x80:  # GNU base-256 for sizes past 8 GiB
+        return int.from_bytes(field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip()
+    try:
+        return int(text, 8) if text else 0
+    except ValueError:
+        raise RecordFormatError(where, offset, f"tar header with a bad number field {field!r}") from None
+
+
+def _pax_path(data: bytes) -> str | None:
+    """The ``path`` of a pax extended header (``LENGTH path=VALUE\n`` records)."""
+    at = 0
+    while at < len(data):
+        length_text, _, _ = data[at:at + 20].partition(b" ")
+        length = int(length_text)
+        record = data[at:at + length]
+        key, _, value = record[len(length_text) + 1:-1].partition(b"=")
+        if key == b"path":
+            return value.decode("utf-8", "surrogateescape")
+        at += length
+    return None
+
+
+def iter_members(stream: IO[bytes], where: str) -> Iterator[tuple[str, bytes]]:
+    """``(name, data)`` of each regular file of a tar stream, in order: ustar, GNU long names and pax paths, read
+    block by block (the standard library's stream mode spends more time per member than the copy)."""
+    offset = 0
+    long_name: str | None = None
+    while True:
+        header = stream.read(_BLOCK)
+        if len(header) < _BLOCK:
+            if header:
+                raise TruncatedRecordError(where, offset, "the tar file ends inside a member header")
+            return
+        if header.count(0) == _BLOCK:  # the end-of-archive marker
+            return
+        stored = _octal(header[148:156], where, offset)
+        if stored != sum(header) - sum(header[148:156]) + _CHECKSUM_SPACES:
+            raise RecordFormatError(where, offset, "bad tar header checksum (not a tar file, or damaged)")
+        size = _octal(header[124:136], where, offset)
+        kind = header[156:157]
+        data = stream.read(size)
+        if len(data) < size:
+            raise TruncatedRecordError(where, offset, f"the tar file ends inside a {size}-byte member")
+        stream.read(-size % _BLOCK)
+        offset += _BLOCK + size + (-size % _BLOCK)
+        if kind == b"L":
+            long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        elif kind == b"x":
+            long_name = _pax_path(data) or long_name
+        elif kind in (b"0", b"\0", b"7"):
+            name = long_name
+            if name is None:
+                name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+                prefix = header[345:500].split(b"\0", 1)[0] if header[257:262] == b"ustar" else b""
+                if prefix:
+                    name = prefix.decode("utf-8", "surrogateescape") + "/" + name
+            long_name = None
+            yield name, data
+        else:  # folders, links, global pax headers: no sample data
+            long_name = None
+
+
 def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, bytes]]]:
     current: str | None = None
     files: dict[str, bytes] = {}
-    with tarfile.open(fileobj=stream, mode="r|*") as tar:
-        for member in tar:
-            if not member.isfile():
-                continue
-            key, ext = _split(member.name)
-            data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            if key != current or ext in files:
-                if files:
-                    yield current, files  # type: ignore[misc]
-                current, files = key, {}
-            files[ext] = data
+    for name, data in iter_members(stream, where):
+        key, ext = _split(name)
+        if key != current or ext in files:
+            if files:
+                yield current, files  # type: ignore[misc]
+            current, files = key, {}
+        files[ext] = data
     if files:
         yield current, files  # type: ignore[misc]
 
