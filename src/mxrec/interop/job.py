@@ -133,9 +133,12 @@ def _rec_records(task: Task) -> Iterator[Record]:
     try:
         keys = reader.keys
         positions = _rec_positions(reader, task)
+        local = not getattr(reader, "is_remote", False)
         for first in range(0, len(positions), _BLOCK):
             block = positions[first:first + _BLOCK]
-            for position, data in zip(block, reader.read_batch(block), strict=True):
+            # local files: views of the mapping, no copy; remote ones: one coalesced read per block
+            records = [reader.view(p) for p in block] if local else reader.read_batch(block)
+            for position, data in zip(block, records, strict=True):
                 yield Record.from_bytes(keys[position], data)
     finally:
         reader.close()
@@ -223,7 +226,7 @@ def _transformed(record: Record, transform: ImageTransform, report: Report) -> R
     if record.raw:
         return record
     try:
-        record.data = transform.apply(record.data, f"record {record.key!r}")
+        record.data = transform.apply(bytes(record.data), f"record {record.key!r}")
     except (ImageDecodeError, MxrecError) as exc:  # carried untouched, and reported
         report.note(record.key, f"kept as it was: {exc}")
     return record

@@ -92,7 +92,7 @@ class Writer:
     def write(self, record: Record, payload: Payload) -> None:
         c = self.columns
         c["key"].append(record.key)
-        c["image"].append({"bytes": record.data, "path": f"{record.key}.{payload.extension}"})
+        c["image"].append({"bytes": bytes(record.data), "path": f"{record.key}.{payload.extension}"})
         c["label"].append(record.class_label)
         c["kind"].append(payload.kind)
         c["flag"].append(record.flag)

@@ -45,7 +45,7 @@ class Record:
     """
 
     key: str
-    data: bytes
+    data: bytes | memoryview
     raw: bool = False
     flag: int = 0
     label: float = 0.0
@@ -56,8 +56,12 @@ class Record:
 
     @classmethod
     def from_bytes(cls, key: object, record: bytes | memoryview) -> Record:
-        """Split a ``.rec`` record into its fields (a raw record when it holds no IRHeader)."""
-        record = bytes(record)
+        """Split a ``.rec`` record into its fields (a raw record when it holds no IRHeader).
+
+        ``data`` is a slice of ``record`` without a copy when ``record`` is a memoryview (of a mapped file, say).
+        """
+        if not isinstance(record, memoryview):
+            record = memoryview(record)
         size = len(record)
         if size < IRHEADER_SIZE:
             return cls(str(key), record, raw=True)
@@ -67,8 +71,9 @@ class Record:
             return cls(str(key), record, raw=True)
         labels = np.frombuffer(record, "<f4", flag, IRHEADER_SIZE).copy() if flag else None
         out = cls(str(key), record[end:], False, flag, label, id_, id2, labels)
-        if not out.exact_fields(record[:end]):
-            out.head = record[:end]
+        head = bytes(record[:end])
+        if not out.exact_fields(head):
+            out.head = head
         return out
 
     def header_bytes(self) -> bytes:
@@ -90,7 +95,7 @@ class Record:
 
     def to_bytes(self) -> bytes:
         """The record as the ``.rec`` stores it."""
-        return self.header_bytes() + self.data if not self.raw else self.data
+        return self.header_bytes() + self.data if not self.raw else bytes(self.data)
 
     def verbatim_head(self) -> bytes | None:
         """The header bytes when a format must store them as they are: fields that do not rebuild them, or a

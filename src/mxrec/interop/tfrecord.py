@@ -112,7 +112,7 @@ class Writer:
         example = self.example_type()
         feature = example.features.feature
         label = record.class_label
-        feature["image/encoded"].bytes_list.value.append(record.data)
+        feature["image/encoded"].bytes_list.value.append(bytes(record.data))
         feature["image/format"].bytes_list.value.append(payload.kind.encode())
         feature["image/class/label"].int64_list.value.append(label)
         feature["image/height"].int64_list.value.append(payload.height)

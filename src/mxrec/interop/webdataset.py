@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
+from mxrec.io.writer import write_all
 
 FORMAT = "webdataset"
 SUFFIX = ".tar"
@@ -83,7 +84,7 @@ class Writer:
     """Write records as samples of one ``.tar`` file at ``path`` (a local file; staging is the caller's)."""
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
-        self.file = open(path, "wb", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=0)  # a sample is one writev: headers, payload, the rest
         self.used: set[str] = set()
         self.count = 0
 
@@ -93,9 +94,6 @@ class Writer:
         self.used.add(name)
         self.count += 1
         data = record.data
-        write = self.file.write
-        write(member_header(f"{name}.{payload.extension}", len(data)))
-        write(data)
         tail = [_padding(len(data))]
         label = record.class_label
         if label >= 0:
@@ -103,10 +101,10 @@ class Writer:
             tail += (member_header(f"{name}.cls", len(text)), text, _padding(len(text)))
         meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
         tail += (member_header(f"{name}.json", len(meta)), meta, _padding(len(meta)))
-        write(b"".join(tail))
+        write_all(self.file, [member_header(f"{name}.{payload.extension}", len(data)), data, b"".join(tail)])
 
     def close(self) -> None:
-        self.file.write(bytes(2 * _BLOCK))  # the end-of-archive marker
+        write_all(self.file, [bytes(2 * _BLOCK)])  # the end-of-archive marker
         self.file.close()
 
     def abort(self) -> None:
