@@ -35,7 +35,7 @@ from mxrec.interop.record import Payload, Record, foreign_record
 FORMAT = "parquet"
 SUFFIX = ".parquet"
 EXTRA = "parquet"
-ROW_GROUP_BYTES = 64 << 20
+ROW_GROUP_BYTES = 64 << 20  # well under the 2 GiB a binary column's int32 offsets allow
 ROW_GROUP_ROWS = 10_000
 _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")
 
@@ -86,13 +86,14 @@ class Writer:
         self.schema = schema(class_names)
         self.writer = pq.ParquetWriter(path, self.schema, compression="none", use_dictionary=["kind"],
                                        write_statistics=False)
-        self.columns: dict[str, list] = {name: [] for name in _COLUMNS}
+        self.columns: dict[str, list] = {name: [] for name in (*_COLUMNS, "path")}
         self.pending_bytes = 0
 
     def write(self, record: Record, payload: Payload) -> None:
         c = self.columns
         c["key"].append(record.key)
-        c["image"].append({"bytes": bytes(record.data), "path": f"{record.key}.{payload.extension}"})
+        c["image"].append(record.data)  # joined into the Arrow buffer by flush: one copy
+        c["path"].append(f"{record.key}.{payload.extension}")
         c["label"].append(record.class_label)
         c["kind"].append(payload.kind)
         c["flag"].append(record.flag)
@@ -107,11 +108,21 @@ class Writer:
             self.flush()
 
     def flush(self) -> None:
-        if not self.columns["key"]:
+        c = self.columns
+        if not c["key"]:
             return
-        table = self.pa.Table.from_pydict(self.columns, schema=self.schema)
+        pa = self.pa
+        sizes = np.fromiter(map(len, c["image"]), np.int64, len(c["image"]))
+        offsets = np.zeros(len(sizes) + 1, np.int32)
+        np.cumsum(sizes, out=offsets[1:])
+        images = pa.Array.from_buffers(pa.binary(), len(sizes), [None, pa.py_buffer(offsets),
+                                                                  pa.py_buffer(b"".join(c["image"]))])
+        image = pa.StructArray.from_arrays([images, pa.array(c["path"], pa.string())], names=["bytes", "path"])
+        arrays = [image if name == "image" else pa.array(c[name], self.schema.field(name).type)
+                  for name in _COLUMNS]
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
         self.writer.write_table(table, row_group_size=len(table))
-        self.columns = {name: [] for name in _COLUMNS}
+        self.columns = {name: [] for name in (*_COLUMNS, "path")}
         self.pending_bytes = 0
 
     def close(self) -> None:
