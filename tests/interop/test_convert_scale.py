@@ -114,12 +114,13 @@ def _big_rec(path: Path, count: int = 200_000) -> None:
             writer.write_batch([payload] * 10_000)
 
 
-def test_sigterm_leaves_nothing_that_looks_whole(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_leaves_nothing_that_looks_whole(workers, tmp_path):
     src = tmp_path / "big.rec"
     _big_rec(src)
     out = tmp_path / "out"
     job = subprocess.Popen([sys.executable, "-m", "mxrec", "convert", str(src), str(out), "--to", "parquet",
-                            "--shard-size", "20000"], env=mxrec_env(), stdout=subprocess.PIPE,
+                            "--shard-size", "20000", "-j", workers], env=mxrec_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
