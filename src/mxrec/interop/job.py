@@ -19,6 +19,7 @@ records in file order, as MXNet's writers make them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -40,6 +41,7 @@ from mxrec.interop.record import Payload, Record, Report
 from mxrec.interop.sets import (
     FORMATS,
     SUFFIXES,
+    BufferStream,
     SetManifest,
     infer_format,
     manifest_name,
@@ -48,6 +50,7 @@ from mxrec.interop.sets import (
 from mxrec.io.atomic import PartialFile, atomic_open, output_for
 from mxrec.io.filesystem import StorageOptions, basename, exists, filesystem, is_url, join, open_input, parent
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
+from mxrec.io.mapping import mapped
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, write_manifest
 from mxrec.io.shardset import open_dataset
 from mxrec.io.writer import RecordWriter
@@ -144,11 +147,22 @@ def _rec_records(task: Task) -> Iterator[Record]:
         reader.close()
 
 
+@contextlib.contextmanager
+def _foreign_input(path: str, module: ModuleType, storage_options: StorageOptions) -> Iterator[Any]:
+    """A file of a foreign set to read: mapped (a remote one through a local copy) where its reader takes views."""
+    if module.MAPPED:
+        with mapped(path, storage_options) as buffer:
+            yield BufferStream(buffer)
+    else:
+        with open_input(path, "rb", storage_options) as stream:
+            yield stream
+
+
 def _foreign_records(task: Task) -> Iterator[Record]:
     module = MODULES[task.source_format]
     position = task.key_base
     for path in task.spec[task.start:task.stop]:
-        with open_input(path, "rb", task.storage_options) as stream:
+        with _foreign_input(path, module, task.storage_options) as stream:
             for record in module.read_records(stream, path):
                 if record.key is None:  # a sample of another tool: key and id are its position
                     record.key = str(position)

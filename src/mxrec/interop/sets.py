@@ -124,6 +124,20 @@ def infer_format(spec: str | os.PathLike | Sequence[str | os.PathLike], storage_
                       f"({', '.join(FORMATS)})")
 
 
+class BufferStream:
+    """A read-only buffer (a mapped file) read like a file, each ``read`` a view of it: no copy."""
+
+    def __init__(self, buffer: Any) -> None:
+        self.view = memoryview(buffer)
+        self.at = 0
+
+    def read(self, size: int = -1) -> memoryview:
+        end = len(self.view) if size < 0 else min(self.at + size, len(self.view))
+        out = self.view[self.at:end]
+        self.at = end
+        return out
+
+
 @dataclass
 class ForeignSet:
     """The files of a WebDataset, Parquet or TFRecord set, in order, and its manifest if it has one."""

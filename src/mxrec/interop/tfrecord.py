@@ -32,10 +32,12 @@ import numpy as np
 
 from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
+from mxrec.interop.sets import BufferStream
 
 FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"
 EXTRA = "tfrecord"
+MAPPED = True  # read from the mapped file (a BufferStream)
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
@@ -151,7 +153,7 @@ def _signed(value: int) -> int:
     return value - _U64 if value >= 1 << 63 else value
 
 
-def iter_frames(stream: IO[bytes], where: str) -> Iterator[bytes]:
+def iter_frames(stream: IO[bytes] | BufferStream, where: str) -> Iterator[bytes | memoryview]:
     """The data of each TFRecord frame in ``stream``, both checksums checked."""
     _, crc32c = require_tfrecord()
     offset = 0
@@ -182,7 +184,7 @@ def _first(feature: Any, name: str, kind: str) -> Any:
     return values[0] if len(values) else None
 
 
-def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
+def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Record]:
     """The records of one TFRecord file (``key`` is ``None`` for files of other tools)."""
     example_type, _ = require_tfrecord()
     for data in iter_frames(stream, where):

@@ -29,11 +29,13 @@ from typing import IO, Any
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
+from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
 
 FORMAT = "webdataset"
 SUFFIX = ".tar"
 EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
+MAPPED = True  # read from the mapped file (a BufferStream): the payloads are views, not copies
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
 
@@ -142,13 +144,14 @@ def _pax_path(data: bytes) -> str | None:
     return None
 
 
-def iter_members(stream: IO[bytes], where: str) -> Iterator[tuple[str, bytes]]:
+def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[str, bytes | memoryview]]:
     """``(name, data)`` of each regular file of a tar stream, in order: ustar, GNU long names and pax paths, read
-    block by block (the standard library's stream mode spends more time per member than the copy)."""
+    block by block (the standard library's stream mode spends more time per member than the copy). From a
+    :class:`~mxrec.interop.sets.BufferStream` the data are views of the mapped file."""
     offset = 0
     long_name: str | None = None
     while True:
-        header = stream.read(_BLOCK)
+        header = bytes(stream.read(_BLOCK))
         if len(header) < _BLOCK:
             if header:
                 raise TruncatedRecordError(where, offset, "the tar file ends inside a member header")
@@ -166,9 +169,9 @@ def iter_members(stream: IO[bytes], where: str) -> Iterator[tuple[str, bytes]]:
         stream.read(-size % _BLOCK)
         offset += _BLOCK + size + (-size % _BLOCK)
         if kind == b"L":
-            long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+            long_name = bytes(data).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         elif kind == b"x":
-            long_name = _pax_path(data) or long_name
+            long_name = _pax_path(bytes(data)) or long_name
         elif kind in (b"0", b"\0", b"7"):
             name = long_name
             if name is None:
@@ -196,10 +199,10 @@ def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, byt
         yield current, files  # type: ignore[misc]
 
 
-def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
+def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Record]:
     """The records of one ``.tar`` shard read from ``stream`` (``key`` is ``None`` for samples of other tools)."""
     for _name, files in _samples(stream, where):
-        meta = json.loads(files["json"]) if "json" in files else {}
+        meta = json.loads(bytes(files["json"])) if "json" in files else {}
         payload_ext = next((e for e in files if e not in ("json", "cls")), None)
         data = files.get(payload_ext, b"") if payload_ext is not None else b""
         if isinstance(meta, dict) and "key" in meta and ("flag" in meta or meta.get("raw")):
@@ -212,5 +215,5 @@ def read_records(stream: IO[bytes], where: str) -> Iterator[Record]:
             continue
         label: Any = meta.get("label", meta.get("cls")) if isinstance(meta, dict) else None
         if "cls" in files:
-            label = int(files["cls"].decode().strip())
+            label = int(bytes(files["cls"]).decode().strip())
         yield foreign_record(data, label)
