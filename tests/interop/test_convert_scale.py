@@ -148,3 +148,16 @@ def test_a_finished_set_replaces_an_old_manifest(tmp_path):
     mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset", shard_size=25)
     manifest = json.loads((tmp_path / "wds" / "sub.convert.json").read_text())
     assert [s["records"] for s in manifest["shards"]] == [25, 25]
+
+
+def test_damaged_inputs_fail_naming_the_file_and_leave_nothing(tmp_path):
+    damaged = sorted((GOLDEN / "seq" / "damaged").glob("*.rec"))[0]
+    with pytest.raises(mxrec.RecordFormatError, match=damaged.name):
+        mxrec.convert(damaged, tmp_path / "wds", target_format="webdataset")
+    assert not (tmp_path / "wds").exists() or os.listdir(tmp_path / "wds") == []
+    made = mxrec.convert(SUB, tmp_path / "ok", target_format="webdataset")
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(Path(made.files[0]).read_bytes()[:100_000])
+    with pytest.raises(mxrec.TruncatedRecordError, match=r"cut\.tar: at byte \d+: the tar file ends inside"):
+        mxrec.convert(cut, tmp_path / "cut.rec")
+    assert not (tmp_path / "cut.rec").exists() and not list(tmp_path.glob(".cut*"))

@@ -21,11 +21,11 @@ from typing import Any
 from mxrec.errors import MissingExtraError, MxrecError
 from mxrec.interop.job import (
     ConvertResult,
+    OutputSet,
     Progress,
     Task,
-    _publish,
-    _Target,
     convert,
+    publish,
     write_class_names,
     write_records,
 )
@@ -97,7 +97,7 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
             rows = dataset.cast_column(image_column, datasets.Image(decode=False))
     total = len(dataset) if hasattr(dataset, "__len__") else 0
     limit = parse_shard_size(str(shard_size)) if isinstance(shard_size, (int, str)) else shard_size
-    out = _Target("recordio", target, dataset_stem(target), storage_options)
+    out = OutputSet("recordio", target, dataset_stem(target), storage_options)
     staging = out.staging()
     try:
         task = Task(0, "huggingface", None, 0, total, "recordio", staging, limit)
@@ -113,7 +113,7 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
         feature = getattr(dataset, "features", {}).get(label_column) if hasattr(dataset, "features") else None
         if feature is not None and hasattr(feature, "names"):
             names = dict(enumerate(feature.names))
-        files, manifest = _publish(out, [result], limit is not None, True, names, result.report)
+        files, manifest = publish(out, [result], limit is not None, True, names, result.report)
         write_class_names(target, names)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -119,23 +119,27 @@ class TaskResult:
 # -- reading --------------------------------------------------------------------------------------
 
 
-def _rec_positions(reader: Any, task: Task) -> Sequence[int]:
-    if not task.faces:
-        return range(task.start, task.stop)
+def face_positions(spec: Any, storage_options: StorageOptions) -> np.ndarray:
+    """The reader positions of an InsightFace set's faces, in key order; :class:`OptionError` for a plain set."""
     from mxrec.io.insightface import read_face_set
 
-    faces = read_face_set(open_dataset(task.spec, storage_options=task.storage_options, duplicates="last"))
+    reader = open_dataset(spec, storage_options=storage_options, duplicates="last")  # the layout needs int keys
+    try:
+        faces = read_face_set(reader)
+    finally:
+        reader.close()
     if faces is None:
-        raise OptionError(f"{task.spec}: insightface='faces' asks for the faces of an InsightFace set, but this "
+        raise OptionError(f"{spec}: insightface='faces' asks for the faces of an InsightFace set, but this "
                           "dataset has no InsightFace header record")
-    return faces.positions[task.start:task.stop].tolist()
+    return faces.positions
 
 
 def _rec_records(task: Task) -> Iterator[Record]:
     reader = open_dataset(task.spec, key_type=str, duplicates="last", storage_options=task.storage_options)
     try:
         keys = reader.keys
-        positions = _rec_positions(reader, task)
+        positions: Sequence[int] = (face_positions(task.spec, task.storage_options)[task.start:task.stop].tolist()
+                                    if task.faces else range(task.start, task.stop))
         local = not getattr(reader, "is_remote", False)
         for first in range(0, len(positions), _BLOCK):
             block = positions[first:first + _BLOCK]
@@ -289,17 +293,7 @@ def _source_size(source_format: str, spec: Any, faces: bool, storage_options: St
     if source_format != "recordio":
         return len(spec)
     if faces:
-        from mxrec.io.insightface import read_face_set
-
-        reader = open_dataset(spec, storage_options=storage_options, duplicates="last")
-        try:
-            face_set = read_face_set(reader)
-        finally:
-            reader.close()
-        if face_set is None:
-            raise OptionError(f"{spec}: insightface='faces' asks for the faces of an InsightFace set, but this "
-                              "dataset has no InsightFace header record")
-        return len(face_set)
+        return len(face_positions(spec, storage_options))
     reader = open_dataset(spec, key_type=str, duplicates="last", storage_options=storage_options)
     try:
         return len(reader)
@@ -339,7 +333,9 @@ def _remove(path: str, storage_options: StorageOptions) -> None:
 
 
 @dataclass
-class _Target:
+class OutputSet:
+    """Where a conversion's shards go: a ``.rec`` (or its shards), or a folder of foreign shards named ``stem``."""
+
     format: str
     path: str  # the .rec, or the folder of a foreign set
     stem: str
@@ -364,7 +360,7 @@ class _Target:
         return staging
 
 
-def _publish(target: _Target, results: list[TaskResult], sharded: bool, indexed: bool,
+def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed: bool,
              class_names: dict[int, str] | None, report: Report) -> tuple[list[str], str | None]:
     """Move the staged shards to their final names, in task order, then write the manifest; return both."""
     staged = [shard for result in sorted(results, key=lambda r: r.number) for shard in result.shards]
@@ -535,13 +531,13 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         raise OptionError(f"{target}: a RecordIO output is a .rec file (its shards are named after it)")
     if target_format != "recordio" and target.endswith(SUFFIXES[target_format]):
         suffix = next(s for s in SUFFIXES[target_format] if target.endswith(s))
-        out = _Target(target_format, parent(target), basename(target)[:-len(suffix)], storage_options)
+        out = OutputSet(target_format, parent(target), basename(target)[:-len(suffix)], storage_options)
     elif target_format == "recordio":
-        out = _Target(target_format, target, dataset_stem(target), storage_options)
+        out = OutputSet(target_format, target, dataset_stem(target), storage_options)
     else:
         if not is_url(target):
             os.makedirs(target, exist_ok=True)
-        out = _Target(target_format, target, dataset_stem(source), storage_options)
+        out = OutputSet(target_format, target, dataset_stem(source), storage_options)
     if engine == "ray" and is_url(out.path):
         raise OptionError(f"{target}: --engine ray writes into a folder every node sees; convert to a local or "
                           "shared folder, then upload")
@@ -574,7 +570,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         report = Report()
         for result in sorted(results, key=lambda r: r.number):
             report.merge(result.report)
-        files, manifest = _publish(out, results, sharded, indexed, names, report)
+        files, manifest = publish(out, results, sharded, indexed, names, report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if target_format == "recordio":

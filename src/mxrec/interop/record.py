@@ -31,7 +31,6 @@ from mxrec.image.headers import image_shape, jpeg_header, truncation
 from mxrec.image.signatures import image_extension, image_format
 
 _F32 = struct.Struct("<f")
-_U32 = struct.Struct("<I")
 MAX_PROBLEMS = 1000  # problems a Report lists one by one (all are counted)
 
 
@@ -148,11 +147,6 @@ def foreign_record(data: bytes, label: object) -> Record:
 def f32(value: float) -> float:
     """``value`` rounded to float32 (as the IRHeader stores labels)."""
     return _F32.unpack(_F32.pack(value))[0]
-
-
-def header_label_bits(label: float) -> int:
-    """The float32 bits of a header label (to tell 0.0 from -0.0 and NaNs apart)."""
-    return _U32.unpack(_F32.pack(label))[0]
 
 
 def payload_kind(data: bytes) -> str:
