@@ -234,3 +234,22 @@ def test_info_on_foreign_sets(mxrec_cli, tmp_path):
     assert "parquet set: 1 file(s), 50 records" in text and "jpeg 50" in text
 
 
+
+
+def test_resize_and_quality_go_through_packs_image_transform(tmp_path):
+    import cv2
+
+    good = clean_jpeg(3)
+    payloads = [mxrec.pack(mxrec.IRHeader(0, 1.0, 0, 0), good),
+                mxrec.pack(mxrec.IRHeader(0, 2.0, 1, 0), good[: len(good) // 2])]
+    src = tmp_path / "two.rec"
+    write_indexed(src, range(2), payloads)
+    transform = mxrec.ImageTransform(resize=16, quality=80)
+    out = mxrec.convert(src, tmp_path / "wds", target_format="webdataset", transform=transform)
+    mxrec.convert(out.manifest, tmp_path / "back.rec")
+    with RecordReader(tmp_path / "back.rec") as reader:
+        resized, kept = reader.unpack(0)[1], reader.unpack(1)[1]
+    assert resized == transform.apply(good)  # the same bytes pack --resize 16 --quality 80 stores
+    assert min(cv2.imdecode(np.frombuffer(resized, np.uint8), 1).shape[:2]) == 16
+    assert kept == good[: len(good) // 2]  # a broken image is carried as it was, and reported
+    assert out.report.problems == [("1", out.report.problems[0][1])] and "truncated JPEG" in out.report.problems[0][1]

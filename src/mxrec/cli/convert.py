@@ -12,8 +12,8 @@ converted to any format and back gives the same .rec and .idx bytes.
 InsightFace sets keep their header and identity records (--insightface all,
 the default) or give only their faces (--insightface faces). Records whose
 payload is no image, or a broken one, are carried and listed; the exit code
-is 1 when an image is broken. The output appears whole or not at all: an error, Ctrl-C or
-SIGTERM leaves nothing that looks finished.
+is 1 when an image is broken. The output appears whole or not at all: an
+error, Ctrl-C or SIGTERM leaves nothing that looks finished.
 """
 
 from __future__ import annotations

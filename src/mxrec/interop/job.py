@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.errors import ImageDecodeError, MxrecError, OptionError
+from mxrec.errors import MxrecError, OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.idx import index_path_for
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path
@@ -240,14 +240,15 @@ class _ShardRotation:
             writer.abort()
 
 
-def _transformed(record: Record, transform: ImageTransform, report: Report) -> Record:
+def _transform(record: Record, transform: ImageTransform) -> str | None:
+    """Re-encode ``record``'s image in place; why not, when it cannot be (the bytes are then carried as they are)."""
     if record.raw:
-        return record
+        return None
     try:
         record.data = transform.apply(bytes(record.data), f"record {record.key!r}")
-    except (ImageDecodeError, MxrecError) as exc:  # carried untouched, and reported
-        report.note(record.key, f"kept as it was: {exc}")
-    return record
+    except MxrecError as exc:
+        return str(exc)
+    return None
 
 
 def write_records(records: Iterable[Record], task: Task, progress: Callable[[int], None] | None = None) -> TaskResult:
@@ -257,9 +258,11 @@ def write_records(records: Iterable[Record], task: Task, progress: Callable[[int
     pending = 0
     try:
         for record in records:
-            if task.transform is not None:
-                record = _transformed(record, task.transform, report)
-            rotation.write(record, report.add(record))
+            failed = _transform(record, task.transform) if task.transform is not None else None
+            payload = report.add(record)
+            if failed is not None and payload.problem is None:  # broken beyond what the headers show
+                report.note(record.key, f"kept as it was: {failed}")
+            rotation.write(record, payload)
             pending += 1
             if progress is not None and pending >= _BLOCK:
                 progress(pending)
