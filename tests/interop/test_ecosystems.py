@@ -150,6 +150,12 @@ def test_tfrecord_package_reads_what_mxrec_writes(sub_with_names, tmp_path):
     examples = list(reader_module.tfrecord_loader(out.files[0], None))
     expected = golden_records()
     assert len(examples) == len(expected)
+    # the index beside each file (DALI's index_path): the package's loader reads record ranges through it
+    index = out.files[0] + ".idx"
+    manifest = json.loads((tmp_path / "tf" / "sub.convert.json").read_text())
+    assert manifest["shards"][0]["index"] == "sub_00000.tfrecord.idx"
+    split = list(reader_module.tfrecord_loader(out.files[0], index, shard=(1, 2)))
+    assert [bytes(e["image/encoded"]) for e in split] == [image for *_, image in expected[25:]]
     for example, (key, label, id_, image) in zip(examples, expected, strict=True):
         assert bytes(example["image/encoded"]) == image
         assert bytes(example["image/format"]) == b"jpeg"

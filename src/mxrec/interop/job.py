@@ -201,8 +201,10 @@ class _ShardRotation:
             path, idx = stem + ".rec", (stem + ".idx" if task.indexed else None)
             self.writer = RecordWriter(path, idx, key_type=str)
         else:
-            path, idx = stem + SUFFIXES[task.target_format][0], None
-            self.writer = MODULES[task.target_format].Writer(path, task.class_names)
+            module = MODULES[task.target_format]
+            path = stem + SUFFIXES[task.target_format][0]
+            idx = path + module.INDEX_SUFFIX if module.INDEX_SUFFIX else None
+            self.writer = module.Writer(path, task.class_names)
         self.result.shards.append(StagedShard(path, idx, 0))
         self.records = self.bytes = 0
 
@@ -352,7 +354,8 @@ class OutputSet:
     def shard(self, number: int) -> tuple[str, str]:
         if self.format == "recordio":
             return shard_paths(self.path, number)
-        return join(self.path, f"{self.stem}_{number:05d}{SUFFIXES[self.format][0]}"), ""
+        path = join(self.path, f"{self.stem}_{number:05d}{SUFFIXES[self.format][0]}")
+        return path, path + MODULES[self.format].INDEX_SUFFIX
 
     def staging(self) -> str:
         if is_url(self.path):
@@ -393,7 +396,8 @@ def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed
     if target.format == "recordio":
         write_manifest(manifest, Manifest(tuple(entries)), options)
         return files, manifest
-    shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes} for e in entries]
+    shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes, **({"index": e.idx} if e.idx else {})}
+              for e in entries]
     text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds), len(report.classes)).to_json()
     with atomic_open(manifest, "w", encoding="utf-8", newline="\n", storage_options=options) as f:
         f.write(text)

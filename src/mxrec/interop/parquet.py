@@ -35,6 +35,7 @@ from mxrec.interop.record import Payload, Record, foreign_record
 FORMAT = "parquet"
 SUFFIX = ".parquet"
 EXTRA = "parquet"
+INDEX_SUFFIX = ""  # no index file beside a shard
 MAPPED = False  # pyarrow reads the file itself, a row group at a time
 ROW_GROUP_BYTES = 64 << 20  # well under the 2 GiB a binary column's int32 offsets allow
 ROW_GROUP_ROWS = 10_000

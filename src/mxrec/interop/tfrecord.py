@@ -18,7 +18,10 @@ and DALI's TFRecord reader look for:
   only where a label is not a finite number).
 
 The file framing is TFRecord's: a u64 length, its masked CRC-32C, the data,
-the data's masked CRC-32C (the ``crc32c`` package). Reading checks both
+the data's masked CRC-32C (the ``crc32c`` package). Beside each file goes
+``NAME.tfrecord.idx``, one ``offset size`` line per record: the index DALI's
+``fn.readers.tfrecord`` and the ``tfrecord`` package's loaders take (what
+their ``tfrecord2idx`` tools would write). Reading checks both
 checksums and names the file and byte offset of a bad one.
 """
 
@@ -38,6 +41,7 @@ FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"
 EXTRA = "tfrecord"
 MAPPED = True  # read from the mapped file (a BufferStream)
+INDEX_SUFFIX = ".idx"  # NAME_00000.tfrecord.idx: "offset size" per record, as DALI's and tfrecord's tfrecord2idx
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
@@ -108,6 +112,8 @@ class Writer:
         self.example_type, self.crc32c = require_tfrecord()
         self.class_names = class_names or {}
         self.file = open(path, "wb", buffering=1 << 20)
+        self.index = open(path + INDEX_SUFFIX, "w", encoding="ascii", newline="\n")
+        self.offset = 0
 
     def example(self, record: Record, payload: Payload) -> bytes:
         """The serialized ``Example`` of ``record``."""
@@ -141,12 +147,16 @@ class Writer:
         self.file.write(length + _CRC.pack(masked_crc(crc, length)))
         self.file.write(data)
         self.file.write(_CRC.pack(masked_crc(crc, data)))
+        size = 16 + len(data)
+        self.index.write(f"{self.offset} {size}\n")
+        self.offset += size
 
     def close(self) -> None:
         self.file.close()
+        self.index.close()
 
     def abort(self) -> None:
-        self.file.close()
+        self.close()
 
 
 def _signed(value: int) -> int:
