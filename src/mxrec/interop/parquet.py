@@ -31,12 +31,13 @@ import numpy as np
 
 from mxrec.errors import MissingExtraError, MxrecError
 from mxrec.interop.record import Payload, Record, foreign_record
+from mxrec.interop.sets import BufferStream
 
 FORMAT = "parquet"
 SUFFIX = ".parquet"
 EXTRA = "parquet"
 INDEX_SUFFIX = ""  # no index file beside a shard
-MAPPED = False  # pyarrow reads the file itself, a row group at a time
+MAPPED = True  # pyarrow reads the mapped file (a BufferStream) in place, a row group at a time
 ROW_GROUP_BYTES = 64 << 20  # well under the 2 GiB a binary column's int32 offsets allow
 ROW_GROUP_ROWS = 10_000
 _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")
@@ -147,13 +148,14 @@ def _image_bytes(value: Any, where: str, row: int) -> bytes:
     raise MxrecError(f"{where}: row {row}: the image column holds {type(value).__name__}, not bytes")
 
 
-def read_records(stream: IO[bytes], where: str, image_column: str = "image",
+def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str = "image",
                  label_column: str = "label") -> Iterator[Record]:
     """The records of one Parquet file, a row group at a time (``key`` is ``None`` for files of other tools)."""
-    require_pyarrow()
+    pa = require_pyarrow()
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(stream)
+    parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(stream.view)) if isinstance(stream, BufferStream)
+                             else stream)
     names = set(parquet.schema_arrow.names)
     ours = {"key", "flag", "header_label", "id", "id2", "labels", "raw"} <= names
     if image_column not in names:
