@@ -259,3 +259,21 @@ def test_resize_and_quality_go_through_packs_image_transform(tmp_path):
     assert min(cv2.imdecode(np.frombuffer(resized, np.uint8), 1).shape[:2]) == 16
     assert kept == good[: len(good) // 2]  # a broken image is carried as it was, and reported
     assert out.report.problems == [("1", out.report.problems[0][1])] and "truncated JPEG" in out.report.problems[0][1]
+
+
+def test_verify_on_foreign_sets(mxrec_cli, tmp_path):
+    good = clean_jpeg(1)
+    payloads = [mxrec.pack(mxrec.IRHeader(0, 1.0, 0, 0), good),
+                mxrec.pack(mxrec.IRHeader(0, 2.0, 1, 0), good[: len(good) // 2])]
+    write_indexed(tmp_path / "two.rec", range(2), payloads)
+    clean = mxrec.convert(SUB, tmp_path / "clean", target_format="tfrecord")
+    assert mxrec_cli("verify", clean.manifest).returncode == 0
+    broken = mxrec.convert(tmp_path / "two.rec", tmp_path / "broken", target_format="parquet")
+    done = mxrec_cli("verify", broken.manifest, "--json")
+    assert done.returncode == 1
+    found = json.loads(done.stdout)
+    assert found["broken"] == 1 and found["problem_list"][0][0] == "1" and found["manifest_records"] == 2
+    manifest = json.loads(Path(broken.manifest).read_text())
+    manifest["shards"][0]["records"] = 3  # a manifest that promises more than the files hold
+    Path(broken.manifest).write_text(json.dumps(manifest))
+    assert "the manifest says 3 records, the files hold 2" in mxrec_cli("verify", broken.manifest).stdout

@@ -17,10 +17,8 @@ import json
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
 from mxrec.cli.options import add_dataset, key_type
 from mxrec.doctor.sets import info as dataset_info
-from mxrec.errors import MxrecError
 from mxrec.interop import describe_set
-from mxrec.interop.sets import SUFFIXES as FOREIGN
-from mxrec.interop.sets import infer_format
+from mxrec.interop.sets import foreign_format
 
 HELP = "summarise a .rec file or a shard set (per shard and in total), or a WebDataset/Parquet/TFRecord set"
 
@@ -30,16 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _foreign(spec: str) -> str | None:
-    """The format of a WebDataset, Parquet or TFRecord set, or ``None`` (a RecordIO dataset, or unclear)."""
-    try:
-        fmt = infer_format(spec)
-    except MxrecError:
-        return None
-    return fmt if fmt in FOREIGN else None
-
-
-def _describe_text(info: dict) -> str:
+def describe_text(info: dict) -> str:
+    """``mxrec info``'s text for a WebDataset, Parquet or TFRecord set."""
     lines = [f"{info['format']} set: {info['files']} file(s), {info['records']} records"
              + (f", manifest {info['manifest']}" if info["manifest"] else " (no manifest)")]
     if info["classes"] is not None:
@@ -52,10 +42,10 @@ def _describe_text(info: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    fmt = _foreign(args.rec)
+    fmt = foreign_format(args.rec)
     if fmt is not None:
         described = describe_set(args.rec, fmt)
-        print(json.dumps(described, indent=2) if args.json else _describe_text(described))
+        print(json.dumps(described, indent=2) if args.json else describe_text(described))
         return EXIT_OK
     info = dataset_info(args.rec, args.idx, key_type(args))
     print(json.dumps(info.to_dict(), indent=2) if args.json else info.format_text())

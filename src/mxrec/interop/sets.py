@@ -138,6 +138,15 @@ class BufferStream:
         return out
 
 
+def foreign_format(spec: Any, storage_options: StorageOptions = None) -> str | None:
+    """The format of a WebDataset, Parquet or TFRecord set, or ``None`` (RecordIO, an image folder, or unclear)."""
+    try:
+        fmt = infer_format(spec, storage_options)
+    except (OptionError, ManifestError, OSError):
+        return None
+    return fmt if fmt in SUFFIXES else None
+
+
 @dataclass
 class ForeignSet:
     """The files of a WebDataset, Parquet or TFRecord set, in order, and its manifest if it has one."""
