@@ -13,10 +13,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from mxrec.interop.job import MODULES
+from mxrec.interop.job import MODULES, open_foreign
 from mxrec.interop.record import Report
 from mxrec.interop.sets import infer_format, resolve_set
-from mxrec.io.filesystem import StorageOptions, open_input
+from mxrec.io.filesystem import StorageOptions
 
 
 def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str | None = None, *,
@@ -37,7 +37,7 @@ def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str
                 "problems": None}
     module = MODULES[fmt]
     for path in found.files:
-        with open_input(path, "rb", storage_options) as stream:
+        with open_foreign(path, storage_options) as stream:
             for record in module.read_records(stream, path):
                 record.key = record.key if record.key is not None else str(report.records)
                 report.add(record)

@@ -152,21 +152,17 @@ def _rec_records(task: Task) -> Iterator[Record]:
 
 
 @contextlib.contextmanager
-def _foreign_input(path: str, module: ModuleType, storage_options: StorageOptions) -> Iterator[Any]:
-    """A file of a foreign set to read: mapped (a remote one through a local copy) where its reader takes views."""
-    if module.MAPPED:
-        with mapped(path, storage_options) as buffer:
-            yield BufferStream(buffer)
-    else:
-        with open_input(path, "rb", storage_options) as stream:
-            yield stream
+def open_foreign(path: str, storage_options: StorageOptions = None) -> Iterator[BufferStream]:
+    """A file of a foreign set, mapped (a remote one through a local copy), to read as views: no copy."""
+    with mapped(path, storage_options) as buffer:
+        yield BufferStream(buffer)
 
 
 def _foreign_records(task: Task) -> Iterator[Record]:
     module = MODULES[task.source_format]
     position = task.key_base
     for path in task.spec[task.start:task.stop]:
-        with _foreign_input(path, module, task.storage_options) as stream:
+        with open_foreign(path, task.storage_options) as stream:
             for record in module.read_records(stream, path):
                 if record.key is None:  # a sample of another tool: key and id are its position
                     record.key = str(position)

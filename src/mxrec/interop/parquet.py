@@ -37,7 +37,6 @@ FORMAT = "parquet"
 SUFFIX = ".parquet"
 EXTRA = "parquet"
 INDEX_SUFFIX = ""  # no index file beside a shard
-MAPPED = True  # pyarrow reads the mapped file (a BufferStream) in place, a row group at a time
 ROW_GROUP_BYTES = 64 << 20  # well under the 2 GiB a binary column's int32 offsets allow
 ROW_GROUP_ROWS = 10_000
 _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")

@@ -40,7 +40,6 @@ from mxrec.interop.sets import BufferStream
 FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"
 EXTRA = "tfrecord"
-MAPPED = True  # read from the mapped file (a BufferStream)
 INDEX_SUFFIX = ".idx"  # NAME_00000.tfrecord.idx: "offset size" per record, as DALI's and tfrecord's tfrecord2idx
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")

@@ -36,7 +36,6 @@ FORMAT = "webdataset"
 SUFFIX = ".tar"
 EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
 INDEX_SUFFIX = ""  # no index file beside a shard
-MAPPED = True  # read from the mapped file (a BufferStream): the payloads are views, not copies
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
 
