@@ -9,8 +9,9 @@ header bytes from them; :meth:`Record.exact_fields` says whether that gives
 back the very bytes read (it does unless a label is a NaN with a payload),
 and a format stores the header bytes verbatim when it does not.
 
-:func:`payload_kind` names what a payload holds (``jpeg``, ``png``, ...,
-``other``, ``empty``) from the signature table, and :class:`Report` counts
+:func:`inspect_payload` says what a payload holds (``jpeg``, ``png``, ...,
+``other``, ``empty``: the signature table), its size from its headers, and
+what is wrong with it; :class:`Report` counts
 the kinds and lists what is not a sound image (non-image payloads, cut-off or
 malformed images): such records are carried as bytes and reported, never
 dropped.
@@ -28,7 +29,7 @@ import numpy as np
 from mxrec.errors import HeaderError, ImageDecodeError
 from mxrec.format.header import IRHEADER, IRHEADER_SIZE
 from mxrec.image.headers import image_shape, jpeg_header, truncation
-from mxrec.image.signatures import image_extension, image_format
+from mxrec.image.signatures import match_signature
 
 _F32 = struct.Struct("<f")
 MAX_PROBLEMS = 1000  # problems a Report lists one by one (all are counted)
@@ -149,17 +150,6 @@ def f32(value: float) -> float:
     return _F32.unpack(_F32.pack(value))[0]
 
 
-def payload_kind(data: bytes) -> str:
-    """``jpeg``, ``png``, ``gif``, ``bmp``, ``tiff``, ``webp``, ``other`` or ``empty`` (the signature table)."""
-    return image_format(data)
-
-
-def extension(data: bytes) -> str:
-    """The file extension for a payload, without the dot: the image format's (``jpg``, ``png``...) or ``bin``."""
-    ext = image_extension(data)
-    return ext[1:] if ext else "bin"
-
-
 @dataclass(frozen=True, slots=True)
 class Payload:
     """What a payload is, read once from its headers (no decoding): kind, extension, size, and any problem."""
@@ -179,8 +169,9 @@ class Payload:
 def inspect_payload(data: bytes) -> Payload:
     """The :class:`Payload` facts of ``data``: its kind from the signature table, its size from a JPEG's or PNG's
     header, and why it is not a sound image (empty, no image, cut off, malformed headers), if so."""
-    kind = payload_kind(data)
-    ext = extension(data)
+    signature = match_signature(data)  # one look at the signature table for the kind and the extension
+    kind = signature.kind if signature is not None else ("other" if len(data) else "empty")
+    ext = signature.extension[1:] if signature is not None else "bin"
     if kind == "empty":
         return Payload(kind, ext, problem="empty payload")
     if kind == "other":
