@@ -45,6 +45,10 @@ for _at, _text in ((100, b"0000444\0"), (108, b"0000000\0"), (116, b"0000000\0")
                    (156, b"0"), (257, b"ustar\x0000"), (265, b"root"), (297, b"root")):
     _HEADER[_at:_at + len(_text)] = _text
 _CHECKSUM_SPACES = 8 * 32  # the checksum field counts as eight spaces
+_MODE_TO_SIZE = bytes(_HEADER[100:124])  # the fixed fields between the name and the size
+_MTIME = bytes(_HEADER[136:148])
+_TYPE_TO_END = bytes(_HEADER[156:])
+_FIXED_SUM = sum(_HEADER) + _CHECKSUM_SPACES  # the name and size fields are zeros in the template
 
 
 def member_header(name: str, size: int) -> bytes:
@@ -54,11 +58,9 @@ def member_header(name: str, size: int) -> bytes:
         info = tarfile.TarInfo(name)
         info.size, info.mtime, info.mode, info.uname, info.gname = size, 0, 0o444, "root", "root"
         return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
-    header = _HEADER.copy()
-    header[0:len(encoded)] = encoded
-    header[124:136] = b"%011o\0" % size
-    header[148:156] = b"%06o\0 " % (sum(header) + _CHECKSUM_SPACES)
-    return bytes(header)
+    size_field = b"%011o\0" % size
+    checksum = b"%06o\0 " % (_FIXED_SUM + sum(encoded) + sum(size_field))
+    return b"".join((encoded, bytes(100 - len(encoded)), _MODE_TO_SIZE, size_field, _MTIME, checksum, _TYPE_TO_END))
 
 
 def _padding(size: int) -> bytes:
