@@ -24,7 +24,6 @@ be shared). Goal: mxrec >= 50% of cp, and faster than the script.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -164,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         make_records(src, args.records)
     size = src.stat().st_size + src.with_suffix(".idx").stat().st_size
     mb = size / 1e6
-    print(f"{args.records} photo records, {mb:.1f} MB ({src}); best of {args.repeat}; cwd on "
-          f"{os.statvfs(work).f_bsize}-byte blocks")
+    print(f"{args.records} photo records, {mb:.1f} MB ({src}); best of {args.repeat}")
     rows = []
     for fmt in args.formats.split(","):
         # leaving RecordIO
