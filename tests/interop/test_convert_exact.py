@@ -17,7 +17,7 @@ import mxrec
 from mxrec.errors import OptionError
 from mxrec.format.header import IRHeader, pack
 from mxrec.interop.record import Record
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from testkit import GOLDEN
 from testkit.datasets import clean_jpeg, write_indexed
 from testkit.insightface import make_face_set

@@ -15,7 +15,7 @@ import pytest
 
 import mxrec
 from mxrec.errors import OptionError
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 from testkit import GOLDEN

@@ -16,7 +16,7 @@ import pytest
 import mxrec
 from mxrec.errors import MissingExtraError
 from mxrec.io.lists import write_label_names
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from testkit import GOLDEN
 from testkit.datasets import clean_jpeg, write_indexed
 

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from mxrec.errors import IndexFileError, RecordFormatError, RemoteNotFoundError
-from mxrec.io.cache import BlockCache, parse_bytes
-from mxrec.io.reader import RecordReader
+from mxrec.io.local_reader import LocalRecordReader
+from mxrec.io.opener import RecordReader
+from mxrec.io.records import Records
 from mxrec.io.remote_reader import NoIndexWarning, RemoteRecordReader, record_ends
-from mxrec.io.source import coalesce
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.block_cache import BlockCache, parse_bytes
+from mxrec.storage.remote_file import coalesce
 
 MAGIC = b"\x0a\x23\xd7\xce"
 
@@ -51,7 +53,8 @@ def memory(local):
 
 def test_remote_reader_matches_local(local, memory):
     remote, reference = RecordReader(memory), RecordReader(local)
-    assert isinstance(remote, RemoteRecordReader) and remote.is_remote and not reference.is_remote
+    assert isinstance(remote, RemoteRecordReader) and isinstance(reference, LocalRecordReader)
+    assert isinstance(remote, Records) and isinstance(reference, Records)
     assert len(remote) == len(reference) == 400
     assert remote.keys == reference.keys and remote.index_path.endswith("data.idx")
     assert list(remote) == list(reference)

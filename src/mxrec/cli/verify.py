@@ -30,7 +30,7 @@ from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.sets import verify as verify_dataset
-from mxrec.doctor.verify import DATASET_KINDS
+from mxrec.doctor.verify_dataset import DATASET_KINDS
 from mxrec.format.insightface import LAYOUTS
 from mxrec.interop import describe_set
 from mxrec.interop.sets import foreign_format
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         return check_foreign(args, fmt)
     if args.engine == "ray":
         from mxrec.ray.session import ray_session  # imported here: everything else works without Ray
-        from mxrec.ray.verify import verify_dataset_ray
+        from mxrec.ray.verify_tasks import verify_dataset_ray
 
         with ray_session(args.address):  # connected (or told why not) before any work
             return check(args, verify_dataset_ray)

@@ -14,7 +14,10 @@
 Each format's library is an extra of its own (``mxrec[webdataset]``, ``mxrec[parquet]``, ``mxrec[tfrecord]``);
 a missing one is a :class:`~mxrec.errors.MissingExtraError` naming it. Image folders are ``mxrec list`` +
 ``pack`` and ``mxrec extract`` (:mod:`mxrec.packing`). Library code reports through callbacks, never prints.
-May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`, :mod:`mxrec.image`,
+Records are read through the :class:`~mxrec.io.records.Records` contract (``open_dataset``, ``fetch``);
+foreign files, which are not records, are mapped whole through :mod:`mxrec.storage` (a remote one through a
+local copy), and outputs are published through its atomic helper. May import: :mod:`mxrec.errors`,
+:mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`, :mod:`mxrec.datasets`, :mod:`mxrec.image`,
 :mod:`mxrec.packing`, :mod:`mxrec.ray` (lazily, for ``engine="ray"``).
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 from mxrec.interop.job import MODULES, open_foreign
 from mxrec.interop.record import Report
 from mxrec.interop.sets import infer_format, resolve_set
-from mxrec.io.filesystem import StorageOptions
+from mxrec.storage.filesystem import StorageOptions
 
 
 def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str | None = None, *,

@@ -30,9 +30,9 @@ from mxrec.interop.job import (
     write_records,
 )
 from mxrec.interop.record import Record, foreign_record
-from mxrec.io.filesystem import StorageOptions, open_input
 from mxrec.io.shards import ShardLimit, parse_shard_size
 from mxrec.packing.extract import dataset_stem
+from mxrec.storage.filesystem import StorageOptions, open_input
 
 _OURS = ("key", "flag", "header_label", "id", "id2", "labels", "raw")
 

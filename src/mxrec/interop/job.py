@@ -7,7 +7,7 @@ dataset) into shards of its own under a staging folder, rotating at the shard
 limit. Tasks run here (one), in worker processes (``workers``), or as Ray
 tasks (``engine="ray"``, each converting a range of the ``.idx``). When every
 task is done the staged shards are moved to their final names in order
-(through :func:`~mxrec.io.atomic.output_for`, uploaded for a URL), then the
+(through :func:`~mxrec.storage.atomic.output_for`, uploaded for a URL), then the
 set's manifest is written, last. On any error, Ctrl-C or SIGTERM the staging
 folder is removed: nothing that looks whole is left (a crash leaves only the
 hidden staging folder ``.NAME.convert-staging-PID``).
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.shard_set import open_dataset
 from mxrec.errors import MxrecError, OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.idx import index_path_for
@@ -47,15 +48,14 @@ from mxrec.interop.sets import (
     manifest_name,
     resolve_set,
 )
-from mxrec.io.atomic import PartialFile, atomic_open, output_for
-from mxrec.io.filesystem import StorageOptions, basename, exists, filesystem, is_url, join, open_input, parent
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
-from mxrec.io.mapping import mapped
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, write_manifest
-from mxrec.io.shardset import open_dataset
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import dataset_stem, extract_records
 from mxrec.packing.prepare import ImageTransform
+from mxrec.storage.atomic import PartialFile, atomic_open, output_for
+from mxrec.storage.filesystem import StorageOptions, basename, exists, filesystem, is_url, join, open_input, parent
+from mxrec.storage.memory_map import mapped
 
 MODULES: dict[str, ModuleType] = {"webdataset": webdataset, "parquet": parquet, "tfrecord": tfrecord}
 DEFAULT_SHARD_BYTES = 1 << 30  # foreign shards: about 1 GiB each unless told otherwise
@@ -121,7 +121,7 @@ class TaskResult:
 
 def face_positions(spec: Any, storage_options: StorageOptions) -> np.ndarray:
     """The reader positions of an InsightFace set's faces, in key order; :class:`OptionError` for a plain set."""
-    from mxrec.io.insightface import read_face_set
+    from mxrec.datasets.face_set import read_face_set
 
     reader = open_dataset(spec, storage_options=storage_options, duplicates="last")  # the layout needs int keys
     try:
@@ -140,12 +140,10 @@ def _rec_records(task: Task) -> Iterator[Record]:
         keys = reader.keys
         positions: Sequence[int] = (face_positions(task.spec, task.storage_options)[task.start:task.stop].tolist()
                                     if task.faces else range(task.start, task.stop))
-        local = not getattr(reader, "is_remote", False)
         for first in range(0, len(positions), _BLOCK):
             block = positions[first:first + _BLOCK]
-            # local files: views of the mapping, no copy; remote ones: one coalesced read per block
-            records = [reader.view(p) for p in block] if local else reader.read_batch(block)
-            for position, data in zip(block, records, strict=True):
+            # the contract's read path: views of the mapping for local files, one coalesced read per block remote
+            for position, data in zip(block, reader.fetch(block), strict=True):
                 yield Record.from_bytes(keys[position], data)
     finally:
         reader.close()
@@ -474,7 +472,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
             progress: Progress | None = None) -> ConvertResult:
     """Convert a dataset between RecordIO, WebDataset, Parquet (Hugging Face), TFRecord and image folders.
 
-    ``source``: a ``.rec`` or any shard set :func:`~mxrec.io.shardset.open_dataset` opens, or a foreign set (a
+    ``source``: a ``.rec`` or any shard set :func:`~mxrec.datasets.shard_set.open_dataset` opens, or a foreign set (a
     file, folder, glob, brace range, list, or ``NAME.convert.json``), local or at a URL. ``target``: a ``.rec``
     (one file, or shards with ``shard_size``), or for a foreign format a folder (shards ``NAME_00000.tar`` ...
     named after the source) or ``FOLDER/NAME.tar`` (``.parquet``, ``.tfrecord``). Formats are taken from the

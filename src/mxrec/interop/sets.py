@@ -22,9 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mxrec.datasets.shard_set import expand_braces
 from mxrec.errors import ManifestError, OptionError
 from mxrec.format.manifest import MANIFEST_SUFFIX
-from mxrec.io.filesystem import (
+from mxrec.storage.filesystem import (
     StorageOptions,
     basename,
     exists,
@@ -37,7 +38,6 @@ from mxrec.io.filesystem import (
     parent,
     read_bytes,
 )
-from mxrec.io.shardset import expand_braces
 
 MANIFEST = ".convert.json"
 VERSION = 1
