@@ -23,6 +23,7 @@ from testkit.datasets import clean_jpeg, write_indexed
 from testkit.insightface import make_face_set
 
 FORMATS = ["webdataset", "parquet", "tfrecord"]
+SUB = GOLDEN / "im2rec" / "default" / "sub.rec"
 GOLDEN_RECS = sorted(p for p in GOLDEN.rglob("*.rec") if "damaged" not in p.parts)
 
 
@@ -117,18 +118,37 @@ def test_record_model_rebuilds_exact_bytes():
     assert Record.from_bytes(1, b"abc").raw
 
 
-def test_tar_member_headers_are_the_standard_librarys_ustar_headers():
+def test_tar_shards_are_deterministic_with_fixed_owner_time_and_mode(tmp_path):
     import tarfile
 
+    first = mxrec.convert(SUB, tmp_path / "a", target_format="webdataset", shard_size=20)
+    again = mxrec.convert(SUB, tmp_path / "b", target_format="webdataset", shard_size=20)
+    for mine, other in zip(first.files, again.files, strict=True):
+        assert Path(mine).read_bytes() == Path(other).read_bytes()
+    with tarfile.open(first.files[0]) as tar:
+        members = tar.getmembers()
+    assert members and {(m.mtime, m.mode, m.uid, m.gid, m.uname, m.gname, m.type) for m in members} == {
+        (0, 0o444, 0, 0, "root", "root", tarfile.REGTYPE)}
+    long_name = "k" * 120 + ".jpg"  # past ustar's 100 bytes: a GNU long-name header
     from mxrec.interop.webdataset import member_header
 
-    for name, size in [("0.jpg", 26850), ("x" * 95 + ".json", 0), ("ü.cls", 7), ("big.bin", 2**29 - 1)]:
-        info = tarfile.TarInfo(name)
-        info.size, info.mtime, info.mode, info.uname, info.gname = size, 0, 0o444, "root", "root"
-        assert member_header(name, size) == info.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
-    long_name = "k" * 120 + ".jpg"  # past ustar's 100 bytes: a GNU long-name header, as tarfile writes it
     assert tarfile.open(fileobj=__import__("io").BytesIO(member_header(long_name, 0) + bytes(1024))).getnames() == [
         long_name]
+
+
+def test_tar_damage_after_the_first_member_is_an_error_not_an_early_end(tmp_path):
+    made = mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset")
+    tar = bytearray(Path(made.files[0]).read_bytes())
+    import tarfile
+
+    with tarfile.open(made.files[0]) as t:
+        third = t.getmembers()[2].offset  # tarfile alone would stop here quietly and lose the rest
+    tar[third + 5] ^= 0x01  # a name byte: the checksum no longer matches
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(bytes(tar))
+    with pytest.raises(mxrec.RecordFormatError, match=rf"bad\.tar: at byte {third}: bad tar header \(bad checksum\)"):
+        mxrec.convert(bad, tmp_path / "bad.rec")
+    assert not (tmp_path / "bad.rec").exists()
 
 
 @pytest.mark.parametrize("tar_format", ["USTAR_FORMAT", "GNU_FORMAT", "PAX_FORMAT"])
@@ -152,5 +172,5 @@ def test_tar_reader_takes_long_names_folders_and_pax(tar_format, tmp_path):
     got = list(iter_members(buffer, "t.tar"))
     assert [name for name, _ in got if name != "a"] == names
     assert [len(data) for name, data in got if name != "a"] == [n * 700 for n in range(len(names))]
-    with pytest.raises(mxrec.RecordFormatError, match="t.tar: at byte 0: tar header with a bad number field"):
+    with pytest.raises(mxrec.RecordFormatError, match=r"t\.tar: at byte 0: not a tar file, or damaged"):
         list(iter_members(io.BytesIO(b"x" * 1024), "t.tar"))

@@ -10,9 +10,15 @@ label is not a finite number; ``raw: true`` for a record without IRHeader).
 ``KEY`` is the record's key where it is a plain name (letters, digits, ``_``,
 ``-``) not used before in the shard, else ``rNNNNNNNNN`` by position: the
 ``webdataset`` library splits names at the first dot and joins neighbouring
-files with one key into one sample. Members are written as ustar headers with mtime
-0, owner root and mode 0444 (:func:`member_header`), so the same records give
-the same bytes.
+files with one key into one sample.
+
+The tar framing is the standard library's :mod:`tarfile`: each member header is
+a :meth:`tarfile.TarInfo.tobuf` (ustar; a GNU long-name header past 100 bytes)
+with mtime 0, owner root (0) and mode 0444, so the same records give the same
+bytes; a sample's headers and data then go out in one ``writev``, without
+copying the payload into a buffer. Reading, :class:`tarfile.TarFile` parses
+every header (checksums, GNU long names, pax paths) over the mapped file, and
+each member's data is a view of the mapping (no copy).
 
 Tars written by other tools convert too: the first non-``json``/``cls``
 member is the payload, the label comes from ``cls`` or the JSON's ``label``
@@ -22,6 +28,7 @@ member is the payload, the label comes from ``cls`` or the JSON's ``label``
 from __future__ import annotations
 
 import json
+import os
 import re
 import tarfile
 from collections.abc import Iterator
@@ -40,27 +47,16 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
 
 
-_HEADER = bytearray(_BLOCK)  # a ustar member header: mode 0444, owner root (0), mtime 0; name and size filled in
-for _at, _text in ((100, b"0000444\0"), (108, b"0000000\0"), (116, b"0000000\0"), (136, b"00000000000\0"),
-                   (156, b"0"), (257, b"ustar\x0000"), (265, b"root"), (297, b"root")):
-    _HEADER[_at:_at + len(_text)] = _text
-_CHECKSUM_SPACES = 8 * 32  # the checksum field counts as eight spaces
-_MODE_TO_SIZE = bytes(_HEADER[100:124])  # the fixed fields between the name and the size
-_MTIME = bytes(_HEADER[136:148])
-_TYPE_TO_END = bytes(_HEADER[156:])
-_FIXED_SUM = sum(_HEADER) + _CHECKSUM_SPACES  # the name and size fields are zeros in the template
+_MTIME, _MODE, _OWNER = 0, 0o444, "root"  # fixed, so the same records give the same bytes
 
 
 def member_header(name: str, size: int) -> bytes:
-    """The 512-byte tar header of a regular file ``name`` of ``size`` bytes (ustar; GNU long names past 100 bytes)."""
-    encoded = name.encode()
-    if len(encoded) > 100:
-        info = tarfile.TarInfo(name)
-        info.size, info.mtime, info.mode, info.uname, info.gname = size, 0, 0o444, "root", "root"
-        return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
-    size_field = b"%011o\0" % size
-    checksum = b"%06o\0 " % (_FIXED_SUM + sum(encoded) + sum(size_field))
-    return b"".join((encoded, bytes(100 - len(encoded)), _MODE_TO_SIZE, size_field, _MTIME, checksum, _TYPE_TO_END))
+    """The tar header of a regular file ``name`` of ``size`` bytes, from :meth:`tarfile.TarInfo.tobuf`: ustar, or
+    GNU (a long-name header first) past ustar's 100-byte name field."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode, info.uname, info.gname = size, _MTIME, _MODE, _OWNER, _OWNER
+    fmt = tarfile.USTAR_FORMAT if len(name.encode("utf-8", "surrogateescape")) <= 100 else tarfile.GNU_FORMAT
+    return info.tobuf(fmt, "utf-8", "surrogateescape")
 
 
 def _padding(size: int) -> bytes:
@@ -122,69 +118,86 @@ def _split(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), (ext if dot else "")
 
 
-def _octal(field: bytes, where: str, offset: int) -> int:
-    if field[:1] and field[0] & 0x80:  # GNU base-256 for sizes past 8 GiB
-        return int.from_bytes(field[1:], "big")
-    text = field.split(b"\0", 1)[0].strip()
-    try:
-        return int(text, 8) if text else 0
-    except ValueError:
-        raise RecordFormatError(where, offset, f"tar header with a bad number field {field!r}") from None
+class _MappedTar:
+    """A mapped file as :class:`tarfile.TarFile` reads it (``read`` gives bytes: only headers are read this way)."""
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+        self.at = 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.view) if size < 0 else min(self.at + size, len(self.view))
+        out = bytes(self.view[self.at:end])
+        self.at = end
+        return out
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self.at = offset + (0 if whence == os.SEEK_SET else self.at if whence == os.SEEK_CUR else len(self.view))
+        return self.at
+
+    def tell(self) -> int:
+        return self.at
 
 
-def _pax_path(data: bytes) -> str | None:
-    """The ``path`` of a pax extended header (``LENGTH path=VALUE\n`` records)."""
-    at = 0
-    while at < len(data):
-        length_text, _, _ = data[at:at + 20].partition(b" ")
-        length = int(length_text)
-        record = data[at:at + length]
-        key, _, value = record[len(length_text) + 1:-1].partition(b"=")
-        if key == b"path":
-            return value.decode("utf-8", "surrogateescape")
-        at += length
-    return None
+def _size(fileobj: Any) -> int:
+    at = fileobj.tell()
+    end = fileobj.seek(0, os.SEEK_END)
+    fileobj.seek(at)
+    return end
 
 
 def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[str, bytes | memoryview]]:
-    """``(name, data)`` of each regular file of a tar stream, in order: ustar, GNU long names and pax paths, read
-    block by block (the standard library's stream mode spends more time per member than the copy). From a
-    :class:`~mxrec.interop.sets.BufferStream` the data are views of the mapped file."""
-    offset = 0
-    long_name: str | None = None
+    """``(name, data)`` of each regular file of a tar file, in order, as :mod:`tarfile` reads it (ustar, GNU and
+    pax). From a :class:`~mxrec.interop.sets.BufferStream` the data are views of the mapped file; ``stream`` may
+    also be any seekable binary file. Damage is a :class:`~mxrec.errors.RecordFormatError` naming ``where`` and
+    the byte offset, not a silent end (:mod:`tarfile` stops quietly at a bad header after the first)."""
+    view = stream.view if isinstance(stream, BufferStream) else None
+    fileobj: Any = _MappedTar(view) if view is not None else stream
+    size = _size(fileobj)
+    if size == 0:
+        return
+    try:
+        tar = tarfile.open(fileobj=fileobj, mode="r:", encoding="utf-8", errors="surrogateescape")
+    except tarfile.ReadError as exc:
+        raise RecordFormatError(where, 0, f"not a tar file, or damaged ({exc})") from None
     while True:
-        header = bytes(stream.read(_BLOCK))
-        if len(header) < _BLOCK:
-            if header:
-                raise TruncatedRecordError(where, offset, "the tar file ends inside a member header")
-            return
-        if header.count(0) == _BLOCK:  # the end-of-archive marker
-            return
-        stored = _octal(header[148:156], where, offset)
-        if stored != sum(header) - sum(header[148:156]) + _CHECKSUM_SPACES:
-            raise RecordFormatError(where, offset, "bad tar header checksum (not a tar file, or damaged)")
-        size = _octal(header[124:136], where, offset)
-        kind = header[156:157]
-        data = stream.read(size)
-        if len(data) < size:
-            raise TruncatedRecordError(where, offset, f"the tar file ends inside a {size}-byte member")
-        stream.read(-size % _BLOCK)
-        offset += _BLOCK + size + (-size % _BLOCK)
-        if kind == b"L":
-            long_name = bytes(data).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-        elif kind == b"x":
-            long_name = _pax_path(bytes(data)) or long_name
-        elif kind in (b"0", b"\0", b"7"):
-            name = long_name
-            if name is None:
-                name = header[0:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-                prefix = header[345:500].split(b"\0", 1)[0] if header[257:262] == b"ustar" else b""
-                if prefix:
-                    name = prefix.decode("utf-8", "surrogateescape") + "/" + name
-            long_name = None
-            yield name, data
-        else:  # folders, links, global pax headers: no sample data
-            long_name = None
+        try:
+            info = tar.next()
+        except tarfile.ReadError as exc:  # a member's data runs past the end of the file
+            raise TruncatedRecordError(where, tar.offset, f"the tar file ends inside a member ({exc})") from None
+        tar.members.clear()  # TarFile keeps every member it has read; a shard can hold millions
+        if info is None:
+            break
+        if not info.isfile():  # folders, links: no sample data
+            continue
+        if view is not None and not info.issparse():
+            data: bytes | memoryview = view[info.offset_data:info.offset_data + info.size]
+        else:
+            try:
+                data = tar.extractfile(info).read()  # type: ignore[union-attr]
+            except tarfile.ReadError:
+                data = b""  # short: reported below
+        if len(data) < info.size:
+            raise TruncatedRecordError(where, info.offset, f"the tar file ends inside a {info.size}-byte member")
+        yield info.name, data
+    _check_end(fileobj, tar.offset, size, where)
+
+
+def _check_end(fileobj: Any, offset: int, size: int, where: str) -> None:
+    """:mod:`tarfile` ends quietly at the first header it cannot parse: past the last member there must be
+    nothing, or the end-of-archive marker (zero blocks)."""
+    fileobj.seek(offset)
+    rest = fileobj.read(_BLOCK)
+    if not rest or rest.count(0) == len(rest) == _BLOCK:
+        return
+    if len(rest) < _BLOCK:
+        raise TruncatedRecordError(where, offset, "the tar file ends inside a member header")
+    try:
+        tarfile.TarInfo.frombuf(rest, "utf-8", "surrogateescape")
+        reason = "a member header tarfile cannot follow"
+    except tarfile.HeaderError as exc:
+        reason = str(exc)
+    raise RecordFormatError(where, offset, f"bad tar header ({reason}): damaged, or not a tar file")
 
 
 def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, bytes]]]:
