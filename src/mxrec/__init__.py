@@ -12,8 +12,8 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.datasets`: records composed into datasets (shard sets and ``open_dataset``, subsets, face sets).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
-  (``ImageRecordIter``, ``ImageIter``); above them :mod:`mxrec.torch` (PyTorch datasets) and
-  :mod:`mxrec.ray` (Ray Data).
+  (``ImageRecordIter``, ``ImageIter``), :mod:`mxrec.interop` (``convert``: to and from WebDataset, Parquet,
+  TFRecord); above them :mod:`mxrec.torch` (PyTorch datasets) and :mod:`mxrec.ray` (Ray Data).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
 Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
@@ -47,6 +47,7 @@ from mxrec.errors import (
     VerificationSetError,
 )
 from mxrec.format.header import IRHeader, pack, unpack
+from mxrec.interop import convert, from_hf_dataset, to_hf_dataset
 from mxrec.io.index import build_index, read_index, write_index
 from mxrec.io.opener import RecordReader
 from mxrec.io.records import Records
@@ -92,9 +93,11 @@ __all__ = [
     "VerificationSetError",
     "build_index",
     "contact_sheet",
+    "convert",
     "dataset_info",
     "dataset_stats",
     "extract_records",
+    "from_hf_dataset",
     "load_verification_set",
     "make_lists",
     "open_dataset",
@@ -106,6 +109,7 @@ __all__ = [
     "read_labelled_csv",
     "recordio",
     "repair_dataset",
+    "to_hf_dataset",
     "unpack",
     "verify_dataset",
     "verify_recordio",

@@ -10,6 +10,10 @@ dataset for shared images (train/val leakage).
 
 --repair OUT writes a clean copy of every intact record plus a fresh .idx to
 OUT and reports what was dropped; the input is never changed.
+
+A WebDataset, Parquet or TFRecord set (mxrec convert's or another tool's)
+is read whole: tar checksums and TFRecord CRCs, each payload's image headers,
+and the record count against its manifest.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from mxrec.cli.info import describe_text
 from mxrec.cli.options import add_dataset, add_engine, add_no_progress, add_workers, check_engine, key_type
 from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
@@ -27,8 +32,10 @@ from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.sets import verify as verify_dataset
 from mxrec.doctor.verify_dataset import DATASET_KINDS
 from mxrec.format.insightface import LAYOUTS
+from mxrec.interop import describe_set
+from mxrec.interop.sets import foreign_format
 
-HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"
+HELP = "check a dataset (.rec, .idx, labels, images, .lst; or a WebDataset/Parquet/TFRecord set); exit 1 on a fault"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_engine(args)
+    fmt = foreign_format(args.rec)
+    if fmt is not None:
+        return check_foreign(args, fmt)
     if args.engine == "ray":
         from mxrec.ray.session import ray_session  # imported here: everything else works without Ray
         from mxrec.ray.verify_tasks import verify_dataset_ray
@@ -66,6 +76,23 @@ def run(args: argparse.Namespace) -> int:
         with ray_session(args.address):  # connected (or told why not) before any work
             return check(args, verify_dataset_ray)
     return check(args, verify_dataset)
+
+
+def check_foreign(args: argparse.Namespace, fmt: str) -> int:
+    """A WebDataset, Parquet or TFRecord set: every record read (framing checksums), every payload's image headers
+    looked at, the count compared with the manifest; exit 1 on a broken image or a count that differs."""
+    found = describe_set(args.rec, fmt, check=True)
+    promised = found["manifest_records"]
+    mismatch = promised is not None and promised != found["records"]
+    if args.json:
+        print(json.dumps(found, indent=2))
+    else:
+        print(describe_text(found))
+        for key, reason in found["problem_list"][:args.max_problems]:
+            print(f"  record {key}: {reason}")
+        if mismatch:
+            print(f"the manifest says {promised} records, the files hold {found['records']}")
+    return 1 if found["broken"] or mismatch else 0
 
 
 def check(args: argparse.Namespace, verify: Callable[..., Any]) -> int:

@@ -204,8 +204,10 @@ def truncation(data: bytes | memoryview, header: JpegHeader | None = None) -> st
         return "empty file"
     if is_jpeg(data):
         scan = (header or jpeg_header(data)).scan
+        if scan is not None and scan <= len(data) - 2 and data[-2:] == JPEG_EOI:  # the usual end: no copy
+            return None
         if scan is None or bytes(data).rfind(JPEG_EOI, scan) < 0:  # from the end: the marker is normally last
             return f"truncated JPEG ({len(data)} bytes, no end-of-image marker after the image data)"
-    elif bytes(data[:8]) == PNG_SIGNATURE and bytes(data).rfind(PNG_IEND) < 0:
+    elif bytes(data[:8]) == PNG_SIGNATURE and data[-8:] != PNG_IEND and bytes(data).rfind(PNG_IEND) < 0:
         return f"truncated PNG ({len(data)} bytes, no IEND chunk)"
     return None

@@ -324,7 +324,7 @@ def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
             rec.write(chunk)
         return size
     rec.flush()
-    _write_all(rec, chunks)
+    write_all(rec, chunks)
     return size
 
 
@@ -334,11 +334,12 @@ def _write_buffer(rec: BinaryIO, data: bytes) -> None:
         rec.write(data)
         return
     rec.flush()
-    _write_all(rec, [data])
+    write_all(rec, [data])
 
 
-def _write_all(rec: BinaryIO, chunks: list) -> None:
-    """``writev`` the chunks to ``rec``'s file descriptor, continuing after partial writes."""
+def write_all(rec: BinaryIO, chunks: list) -> None:
+    """``writev`` the chunks to ``rec``'s file descriptor, continuing after partial writes (no copy into a buffer;
+    flush a buffered file first)."""
     fd = rec.fileno()
     views = [memoryview(c) for c in chunks if len(c)]
     first = 0

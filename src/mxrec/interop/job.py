@@ -1,0 +1,608 @@
+"""``convert``: a dataset from one format to another, streamed, in parallel, complete or absent.
+
+The work is cut into tasks: ranges of the ``.idx`` positions of a ``.rec``
+source (or of an InsightFace set's faces), or files of a foreign source. A
+task streams its records (a block at a time: memory does not grow with the
+dataset) into shards of its own under a staging folder, rotating at the shard
+limit. Tasks run here (one), in worker processes (``workers``), or as Ray
+tasks (``engine="ray"``, each converting a range of the ``.idx``). When every
+task is done the staged shards are moved to their final names in order
+(through :func:`~mxrec.storage.atomic.output_for`, uploaded for a URL), then the
+set's manifest is written, last. On any error, Ctrl-C or SIGTERM the staging
+folder is removed: nothing that looks whole is left (a crash leaves only the
+hidden staging folder ``.NAME.convert-staging-PID``).
+
+Records are carried exactly (:mod:`mxrec.interop.record`): ``.rec -> X ->
+.rec`` gives the same ``.rec`` and ``.idx`` bytes when the ``.idx`` lists the
+records in file order, as MXNet's writers make them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from mxrec.datasets.shard_set import open_dataset
+from mxrec.errors import MxrecError, OptionError
+from mxrec.format.framing import encoded_size
+from mxrec.format.idx import index_path_for
+from mxrec.format.manifest import Manifest, ShardEntry, manifest_path
+from mxrec.interop import parquet, tfrecord, webdataset
+from mxrec.interop.record import Payload, Record, Report
+from mxrec.interop.sets import (
+    FORMATS,
+    SUFFIXES,
+    BufferStream,
+    SetManifest,
+    infer_format,
+    manifest_name,
+    resolve_set,
+)
+from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
+from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, write_manifest
+from mxrec.io.writer import RecordWriter
+from mxrec.packing.extract import dataset_stem, extract_records
+from mxrec.packing.prepare import ImageTransform
+from mxrec.storage.atomic import PartialFile, atomic_open, output_for
+from mxrec.storage.filesystem import StorageOptions, basename, exists, filesystem, is_url, join, open_input, parent
+from mxrec.storage.memory_map import mapped
+
+MODULES: dict[str, ModuleType] = {"webdataset": webdataset, "parquet": parquet, "tfrecord": tfrecord}
+DEFAULT_SHARD_BYTES = 1 << 30  # foreign shards: about 1 GiB each unless told otherwise
+TASKS_PER_WORKER = 4
+_BLOCK = 256  # records read at once from a .rec
+_RECORD_OVERHEAD = 512  # bytes a foreign format adds per record, for byte limits (a tar header, say)
+INSIGHTFACE_MODES = ("all", "faces")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ConvertResult:
+    """What :func:`convert` wrote: the files in order, the manifest (a sharded output), and the :class:`Report`."""
+
+    source_format: str
+    target_format: str
+    files: list[str]
+    manifest: str | None
+    report: Report
+
+    @property
+    def records(self) -> int:
+        return self.report.records
+
+
+@dataclass
+class Task:
+    """One unit of work: records ``start:stop`` of the source (positions, or file numbers for a foreign source)."""
+
+    number: int
+    source_format: str
+    spec: Any
+    start: int
+    stop: int
+    target_format: str
+    staging: str
+    limit: ShardLimit | None
+    indexed: bool = True
+    key_base: int = 0
+    faces: bool = False
+    class_names: dict[int, str] | None = None
+    transform: ImageTransform | None = None
+    storage_options: StorageOptions = None
+
+
+@dataclass
+class StagedShard:
+    path: str
+    idx: str | None
+    records: int
+
+
+@dataclass
+class TaskResult:
+    number: int
+    shards: list[StagedShard] = field(default_factory=list)
+    report: Report = field(default_factory=Report)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+def face_positions(spec: Any, storage_options: StorageOptions) -> np.ndarray:
+    """The reader positions of an InsightFace set's faces, in key order; :class:`OptionError` for a plain set."""
+    from mxrec.datasets.face_set import read_face_set
+
+    reader = open_dataset(spec, storage_options=storage_options, duplicates="last")  # the layout needs int keys
+    try:
+        faces = read_face_set(reader)
+    finally:
+        reader.close()
+    if faces is None:
+        raise OptionError(f"{spec}: insightface='faces' asks for the faces of an InsightFace set, but this "
+                          "dataset has no InsightFace header record")
+    return faces.positions
+
+
+def _rec_records(task: Task) -> Iterator[Record]:
+    reader = open_dataset(task.spec, key_type=str, duplicates="last", storage_options=task.storage_options)
+    try:
+        keys = reader.keys
+        positions: Sequence[int] = (face_positions(task.spec, task.storage_options)[task.start:task.stop].tolist()
+                                    if task.faces else range(task.start, task.stop))
+        for first in range(0, len(positions), _BLOCK):
+            block = positions[first:first + _BLOCK]
+            # the contract's read path: views of the mapping for local files, one coalesced read per block remote
+            for position, data in zip(block, reader.fetch(block), strict=True):
+                yield Record.from_bytes(keys[position], data)
+    finally:
+        reader.close()
+
+
+@contextlib.contextmanager
+def open_foreign(path: str, storage_options: StorageOptions = None) -> Iterator[BufferStream]:
+    """A file of a foreign set, mapped (a remote one through a local copy), to read as views: no copy."""
+    with mapped(path, storage_options) as buffer:
+        yield BufferStream(buffer)
+
+
+def _foreign_records(task: Task) -> Iterator[Record]:
+    module = MODULES[task.source_format]
+    position = task.key_base
+    for path in task.spec[task.start:task.stop]:
+        with open_foreign(path, task.storage_options) as stream:
+            for record in module.read_records(stream, path):
+                if record.key is None:  # a sample of another tool: key and id are its position
+                    record.key = str(position)
+                    record.id = position
+                position += 1
+                yield record
+
+
+def task_records(task: Task) -> Iterator[Record]:
+    """The records of ``task``'s part of the source, in order."""
+    return _rec_records(task) if task.source_format == "recordio" else _foreign_records(task)
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+
+class _ShardRotation:
+    """Writers for the shards of one task, a new one whenever the limit is reached."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.result = TaskResult(task.number)
+        self.writer: Any = None
+        self.records = 0
+        self.bytes = 0
+
+    def _open(self) -> None:
+        task = self.task
+        number = len(self.result.shards)
+        stem = os.path.join(task.staging, f"part-{task.number:05d}-{number:05d}")
+        if task.target_format == "recordio":
+            path, idx = stem + ".rec", (stem + ".idx" if task.indexed else None)
+            self.writer = RecordWriter(path, idx, key_type=str)
+        else:
+            module = MODULES[task.target_format]
+            path = stem + SUFFIXES[task.target_format][0]
+            idx = path + module.INDEX_SUFFIX if module.INDEX_SUFFIX else None
+            self.writer = module.Writer(path, task.class_names)
+        self.result.shards.append(StagedShard(path, idx, 0))
+        self.records = self.bytes = 0
+
+    def _full(self, size: int) -> bool:
+        limit = self.task.limit
+        if limit is None or self.records == 0:
+            return False
+        if limit.records is not None:
+            return self.records >= limit.records
+        return self.bytes + size > limit.bytes
+
+    def write(self, record: Record, payload: Payload) -> None:
+        recordio = self.task.target_format == "recordio"
+        whole = record.to_bytes() if recordio else b""
+        size = encoded_size(len(whole)) if recordio else len(record.data) + _RECORD_OVERHEAD
+        if self.writer is None or self._full(size):
+            self.close()
+            self._open()
+        if recordio:
+            self.writer.write(whole, record.key)
+        else:
+            self.writer.write(record, payload)
+        self.records += 1
+        self.bytes += size
+        self.result.shards[-1].records += 1
+
+    def close(self) -> None:
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.close()
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.abort()
+
+
+def _transform(record: Record, transform: ImageTransform) -> str | None:
+    """Re-encode ``record``'s image in place; why not, when it cannot be (the bytes are then carried as they are)."""
+    if record.raw:
+        return None
+    try:
+        record.data = transform.apply(bytes(record.data), f"record {record.key!r}")
+    except MxrecError as exc:
+        return str(exc)
+    return None
+
+
+def write_records(records: Iterable[Record], task: Task, progress: Callable[[int], None] | None = None) -> TaskResult:
+    """Write ``records`` into ``task``'s staged shards; ``progress(n)`` is told of every ``n`` more records."""
+    rotation = _ShardRotation(task)
+    report = rotation.result.report
+    pending = 0
+    try:
+        for record in records:
+            failed = _transform(record, task.transform) if task.transform is not None else None
+            payload = report.add(record)
+            if failed is not None and payload.problem is None:  # broken beyond what the headers show
+                report.note(record.key, f"kept as it was: {failed}")
+            rotation.write(record, payload)
+            pending += 1
+            if progress is not None and pending >= _BLOCK:
+                progress(pending)
+                pending = 0
+    except BaseException:
+        rotation.abort()
+        raise
+    rotation.close()
+    if progress is not None and pending:
+        progress(pending)
+    return rotation.result
+
+
+def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskResult:
+    """Convert one task's records into its staged shards (in this process, a worker process, or a Ray task)."""
+    return write_records(task_records(task), task, progress)
+
+
+# -- planning -------------------------------------------------------------------------------------
+
+
+def _ranges(total: int, pieces: int, multiple: int = 1) -> list[tuple[int, int]]:
+    """``pieces`` contiguous ranges over ``total`` items, boundaries on multiples of ``multiple``."""
+    if total == 0:
+        return [(0, 0)]
+    step = max(multiple, math.ceil(math.ceil(total / max(1, pieces)) / multiple) * multiple)
+    return [(start, min(total, start + step)) for start in range(0, total, step)]
+
+
+def _source_size(source_format: str, spec: Any, faces: bool, storage_options: StorageOptions) -> int:
+    if source_format != "recordio":
+        return len(spec)
+    if faces:
+        return len(face_positions(spec, storage_options))
+    reader = open_dataset(spec, key_type=str, duplicates="last", storage_options=storage_options)
+    try:
+        return len(reader)
+    finally:
+        reader.close()
+
+
+def _indexed(spec: Any, storage_options: StorageOptions) -> bool:
+    reader = open_dataset(spec, key_type=str, duplicates="last", storage_options=storage_options)
+    try:
+        first = reader.shard(0) if hasattr(reader, "shard") else reader
+        return first.index_path is not None
+    finally:
+        reader.close()
+
+
+# -- publishing -----------------------------------------------------------------------------------
+
+
+def _move(staged: str, target: str, storage_options: StorageOptions) -> Any:
+    output = output_for(target, storage_options)
+    if isinstance(output, PartialFile):
+        os.replace(staged, output.path)
+    else:
+        shutil.move(staged, output.path)
+    return output
+
+
+def _remove(path: str, storage_options: StorageOptions) -> None:
+    if not is_url(path):
+        if os.path.lexists(path):
+            os.unlink(path)
+        return
+    if exists(path, storage_options):
+        fs, fs_path = filesystem(path, storage_options)
+        fs.rm_file(fs_path)
+
+
+@dataclass
+class OutputSet:
+    """Where a conversion's shards go: a ``.rec`` (or its shards), or a folder of foreign shards named ``stem``."""
+
+    format: str
+    path: str  # the .rec, or the folder of a foreign set
+    stem: str
+    storage_options: StorageOptions
+
+    def manifest(self) -> str:
+        if self.format == "recordio":
+            return manifest_path(self.path)
+        return join(self.path, manifest_name(self.stem))
+
+    def shard(self, number: int) -> tuple[str, str]:
+        if self.format == "recordio":
+            return shard_paths(self.path, number)
+        path = join(self.path, f"{self.stem}_{number:05d}{SUFFIXES[self.format][0]}")
+        return path, path + MODULES[self.format].INDEX_SUFFIX
+
+    def staging(self) -> str:
+        if is_url(self.path):
+            return tempfile.mkdtemp(prefix="mxrec-convert-", dir=os.environ.get("MXREC_SPOOL_DIR") or None)
+        folder = parent(self.path) if self.format == "recordio" else self.path
+        staging = os.path.join(folder or os.curdir, f".{self.stem}.convert-staging-{os.getpid()}")
+        os.makedirs(staging)
+        return staging
+
+
+def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed: bool,
+             class_names: dict[int, str] | None, report: Report) -> tuple[list[str], str | None]:
+    """Move the staged shards to their final names, in task order, then write the manifest; return both."""
+    staged = [shard for result in sorted(results, key=lambda r: r.number) for shard in result.shards]
+    options = target.storage_options
+    manifest = target.manifest() if sharded else None
+    if manifest is not None:
+        _remove(manifest, options)  # an older set's manifest must never describe the new shards
+    outputs: list[Any] = []
+    files: list[str] = []
+    entries: list[ShardEntry] = []
+    for number, shard in enumerate(staged):
+        if target.format == "recordio" and not sharded:
+            rec, idx = target.path, index_path_for(target.path)
+        else:
+            rec, idx = target.shard(number)
+        entries.append(ShardEntry(basename(rec), None if shard.idx is None else basename(idx), shard.records,
+                                  os.path.getsize(shard.path),
+                                  None if shard.idx is None else os.path.getsize(shard.idx)))
+        outputs.append(_move(shard.path, rec, options))
+        files.append(rec)
+        if shard.idx is not None:
+            outputs.append(_move(shard.idx, idx, options))
+    for output in outputs:  # the .rec before its .idx, shard after shard
+        output.commit()
+    if manifest is None:
+        return files, None
+    if target.format == "recordio":
+        write_manifest(manifest, Manifest(tuple(entries)), options)
+        return files, manifest
+    shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes, **({"index": e.idx} if e.idx else {})}
+              for e in entries]
+    text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds), len(report.classes)).to_json()
+    with atomic_open(manifest, "w", encoding="utf-8", newline="\n", storage_options=options) as f:
+        f.write(text)
+    return files, manifest
+
+
+# -- running --------------------------------------------------------------------------------------
+
+
+def _run_local(tasks: list[Task], workers: int, total: int, progress: Progress | None) -> list[TaskResult]:
+    done = [0]
+
+    def advance(count: int) -> None:
+        done[0] += count
+        if progress is not None:
+            progress(done[0], total)
+
+    if workers <= 1 or len(tasks) == 1:
+        return [run_task(task, advance) for task in tasks]
+    pool = multiprocessing.get_context("spawn").Pool(min(workers, len(tasks)))
+    try:
+        results = []
+        for result in pool.imap_unordered(run_task, tasks):
+            results.append(result)
+            advance(result.report.records)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
+    return results
+
+
+def _run_ray(tasks: list[Task], address: str | None, total: int, progress: Progress | None) -> list[TaskResult]:
+    from mxrec.ray.session import ray_session, task_errors
+
+    with ray_session(address) as ray, task_errors():
+        remote = ray.remote(run_task)
+        pending = [remote.remote(task) for task in tasks]
+        results: list[TaskResult] = []
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                results.extend(ray.get(ready))
+                if progress is not None:
+                    progress(sum(r.report.records for r in results), total)
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    return results
+
+
+def write_class_names(rec_path: str, names: dict[int, str] | None) -> None:
+    """Write ``NAME.labels`` beside a local ``NAME.rec`` when the classes have names."""
+    if names and not is_url(rec_path):
+        write_label_names(os.path.splitext(rec_path)[0] + LABELS_SUFFIX, names)
+
+
+def _class_names(source_format: str, spec: Any, given: dict[int, str] | None, foreign: Any) -> dict[int, str] | None:
+    if given is not None:
+        return given
+    if foreign is not None and foreign.manifest is not None:
+        return foreign.manifest.class_names
+    if source_format == "recordio" and isinstance(spec, (str, os.PathLike)):
+        candidate = os.path.splitext(os.fspath(spec))[0] + LABELS_SUFFIX
+        if not is_url(candidate) and os.path.isfile(candidate):
+            return read_label_names(candidate)
+    return None
+
+
+def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str | os.PathLike, *,
+            source_format: str | None = None, target_format: str | None = None,
+            shard_size: ShardLimit | int | str | None = None, workers: int = 1, engine: str = "local",
+            address: str | None = None, insightface: str = "all", class_names: dict[int, str] | None = None,
+            transform: ImageTransform | None = None, storage_options: StorageOptions = None,
+            progress: Progress | None = None) -> ConvertResult:
+    """Convert a dataset between RecordIO, WebDataset, Parquet (Hugging Face), TFRecord and image folders.
+
+    ``source``: a ``.rec`` or any shard set :func:`~mxrec.datasets.shard_set.open_dataset` opens, or a foreign set (a
+    file, folder, glob, brace range, list, or ``NAME.convert.json``), local or at a URL. ``target``: a ``.rec``
+    (one file, or shards with ``shard_size``), or for a foreign format a folder (shards ``NAME_00000.tar`` ...
+    named after the source) or ``FOLDER/NAME.tar`` (``.parquet``, ``.tfrecord``). Formats are taken from the
+    names unless given (``recordio``, ``webdataset``, ``parquet``, ``tfrecord``, ``folder``).
+
+    ``shard_size``: records (``10000``) or bytes (``"1GB"``) per output shard (foreign outputs: 1 GiB by
+    default). ``workers``: processes; ``engine="ray"`` runs the tasks on a Ray cluster (``address``; the output
+    must be a folder every node sees). ``insightface``: ``"all"`` (the default: every record, header and
+    identity records included, so that the set converts back byte for byte) or ``"faces"`` (only the face
+    records, which carry their identity labels). ``class_names``: the class names (default: the ``.labels``
+    beside a ``.rec``, or those a converted set's manifest keeps). ``transform``: re-encode images (``pack``'s
+    ``--resize``/``--quality``); by default bytes are carried untouched. ``progress(done, total)`` is called as
+    records are done. Non-image payloads and broken images are carried and listed in the result's report.
+    """
+    source_format = source_format or infer_format(source, storage_options)
+    target = os.fspath(target)
+    target_format = target_format or infer_format(target, storage_options, output=True)
+    for fmt in (source_format, target_format):
+        if fmt not in FORMATS:
+            raise OptionError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    if insightface not in INSIGHTFACE_MODES:
+        raise OptionError(f"insightface must be one of {INSIGHTFACE_MODES}, not {insightface!r}")
+    if engine not in ("local", "ray"):
+        raise OptionError(f"engine must be 'local' or 'ray', not {engine!r}")
+    if "folder" in (source_format, target_format):
+        return _convert_folder(source, target, source_format, target_format, class_names, transform, workers,
+                               progress)
+    if insightface == "faces" and source_format != "recordio":
+        raise OptionError("insightface='faces' applies to a .rec source")
+    limit = parse_shard_size(str(shard_size)) if isinstance(shard_size, (int, str)) else shard_size
+    if limit is None and target_format != "recordio":
+        limit = ShardLimit(bytes=DEFAULT_SHARD_BYTES)
+
+    foreign = None
+    if source_format == "recordio":
+        spec: Any = os.fspath(source) if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source]
+        indexed = _indexed(spec, storage_options)
+        total = _source_size(source_format, spec, insightface == "faces", storage_options)
+    else:
+        foreign = resolve_set(source, source_format, storage_options)
+        spec = foreign.files
+        indexed = foreign.manifest.indexed if foreign.manifest is not None else True
+        counts = foreign.counts()
+        if counts is None and source_format == "parquet":
+            counts = []
+            for path in spec:
+                with open_input(path, "rb", storage_options) as stream:
+                    counts.append(parquet.count_records(stream))
+        total = sum(counts) if counts is not None else 0
+    names = _class_names(source_format, source, class_names, foreign)
+
+    parallel = engine == "ray" or workers > 1
+    sharded = target_format != "recordio" or limit is not None
+    if target_format == "recordio" and not sharded:
+        parallel = False  # one .rec is written in order by one writer
+    if target_format == "recordio" and not target.endswith(".rec"):
+        raise OptionError(f"{target}: a RecordIO output is a .rec file (its shards are named after it)")
+    if target_format != "recordio" and target.endswith(SUFFIXES[target_format]):
+        suffix = next(s for s in SUFFIXES[target_format] if target.endswith(s))
+        out = OutputSet(target_format, parent(target), basename(target)[:-len(suffix)], storage_options)
+    elif target_format == "recordio":
+        out = OutputSet(target_format, target, dataset_stem(target), storage_options)
+    else:
+        if not is_url(target):
+            os.makedirs(target, exist_ok=True)
+        out = OutputSet(target_format, target, dataset_stem(source), storage_options)
+    if engine == "ray" and is_url(out.path):
+        raise OptionError(f"{target}: --engine ray writes into a folder every node sees; convert to a local or "
+                          "shared folder, then upload")
+
+    pieces = (workers if engine == "local" else 0) * TASKS_PER_WORKER
+    if engine == "ray":
+        from mxrec.ray.session import default_tasks, ray_session
+
+        with ray_session(address):
+            pieces = default_tasks()
+    if source_format == "recordio":
+        multiple = limit.records if limit is not None and limit.records is not None else 1
+        ranges = _ranges(total, pieces if parallel else 1, multiple)
+        bases = [0] * len(ranges)
+    elif parallel and counts is not None:
+        ranges = [(n, n + 1) for n in range(len(spec))]
+        bases = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist() if counts else [0]
+    else:
+        ranges, bases = [(0, len(spec))], [0]
+
+    staging = out.staging()
+    try:
+        tasks = [Task(n, source_format, spec, start, stop, target_format, staging, limit, indexed, base,
+                      insightface == "faces", names, transform, storage_options)
+                 for n, ((start, stop), base) in enumerate(zip(ranges, bases, strict=True))]
+        if engine == "ray":
+            results = _run_ray(tasks, address, total, progress)
+        else:
+            results = _run_local(tasks, workers if parallel else 1, total, progress)
+        report = Report()
+        for result in sorted(results, key=lambda r: r.number):
+            report.merge(result.report)
+        files, manifest = publish(out, results, sharded, indexed, names, report)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if target_format == "recordio":
+        write_class_names(target, names)
+    return ConvertResult(source_format, target_format, files, manifest, report)
+
+
+def _convert_folder(source: Any, target: str, source_format: str, target_format: str,
+                    class_names: dict[int, str] | None, transform: ImageTransform | None, workers: int,
+                    progress: Progress | None) -> ConvertResult:
+    """Image folders are ``mxrec list`` + ``pack`` one way and ``mxrec extract`` the other: the same code."""
+    report = Report()
+    if source_format == "folder" and target_format == "recordio":
+        from mxrec.packing.job import pack_list
+        from mxrec.packing.make_lists import make_lists
+
+        prefix = os.path.splitext(target)[0]
+        lists = make_lists(prefix, os.fspath(source), recursive=True, shuffle=False)
+        packed = pack_list(lists[0], os.fspath(source), target, transform or ImageTransform(pass_through=True),
+                           workers=workers, progress=progress)
+        report.records = packed.records
+        for note in packed.skipped:
+            report.note(note.path, note.reason)
+        for note in packed.not_images:
+            report.note(note.path, note.reason, broken=False)
+        return ConvertResult(source_format, target_format, [target], packed.manifest, report)
+    if source_format == "recordio" and target_format == "folder":
+        extracted = extract_records(os.fspath(source), target, label_names=class_names, progress=progress)
+        report.records = extracted.files
+        for position, key, reason in extracted.skipped:
+            report.note(str(key), f"record {position}: {reason}")
+        return ConvertResult(source_format, target_format, [extracted.lst_path], None, report)
+    raise OptionError(f"an image folder converts to and from RecordIO only (not {source_format} -> {target_format}): "
+                      "go through a .rec")

@@ -1,0 +1,188 @@
+"""Parquet as a Hugging Face dataset: ``datasets.load_dataset("parquet", data_files=...)`` gives images and labels.
+
+Columns, with their ``datasets`` features in the schema's ``huggingface``
+metadata (as ``datasets`` itself writes them):
+
+* ``image``: the ``Image`` feature, a struct ``{bytes, path}``; ``bytes`` is
+  the payload untouched, ``path`` the name ``KEY.EXT`` (extension from the
+  signature table, ``bin`` for a payload that is no image);
+* ``label``: ``ClassLabel`` with the names of the ``.labels`` file when there
+  is one (an ``int64`` ``Value`` otherwise): the whole non-negative scalar
+  label, -1 (``datasets``' "no label") for array, fractional or raw records;
+* ``key`` (the ``.idx`` key as text), ``kind`` (the payload kind), and the
+  exact IRHeader: ``flag``, ``header_label``, ``id``, ``id2`` (``uint64``),
+  ``labels`` (the ``flag`` float32 labels), ``raw`` (no IRHeader), ``irheader``
+  (the header bytes where a label is not a finite number, else null).
+
+Rows go out in row groups of at most :data:`ROW_GROUP_BYTES` of payload (or
+:data:`ROW_GROUP_ROWS` rows), so neither the writer nor a reader holds more
+than one row group. Parquet files written by others convert too: the
+``image`` column (a struct with ``bytes`` or plain binary) and ``label``;
+keys and ids are then positions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from mxrec.errors import MissingExtraError, MxrecError
+from mxrec.interop.record import Payload, Record, foreign_record
+from mxrec.interop.sets import BufferStream
+
+FORMAT = "parquet"
+SUFFIX = ".parquet"
+EXTRA = "parquet"
+INDEX_SUFFIX = ""  # no index file beside a shard
+ROW_GROUP_BYTES = 64 << 20  # well under the 2 GiB a binary column's int32 offsets allow
+ROW_GROUP_ROWS = 10_000
+_COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")
+
+
+def require_pyarrow() -> Any:
+    """``pyarrow`` (with ``pyarrow.parquet``), or :class:`MissingExtraError` naming ``mxrec[parquet]``."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet
+    except ImportError as exc:
+        raise MissingExtraError(f"Parquet needs pyarrow, which is not installed: pip install 'mxrec[{EXTRA}]' "
+                                f"({exc})") from None
+    return pa
+
+
+def features(class_names: dict[int, str] | None) -> dict[str, Any]:
+    """The ``datasets`` features of the columns (the ``huggingface`` schema metadata)."""
+    def value(dtype: str) -> dict[str, str]:
+        return {"dtype": dtype, "_type": "Value"}
+
+    label = value("int64")
+    if class_names:
+        label = {"names": [class_names.get(i, str(i)) for i in range(max(class_names) + 1)], "_type": "ClassLabel"}
+    return {"key": value("string"), "image": {"_type": "Image"}, "label": label, "kind": value("string"),
+            "flag": value("uint32"), "header_label": value("float32"), "id": value("uint64"), "id2": value("uint64"),
+            "labels": {"feature": value("float32"), "_type": "List"}, "raw": value("bool"),
+            "irheader": value("binary")}
+
+
+def schema(class_names: dict[int, str] | None) -> Any:
+    pa = require_pyarrow()
+    fields = [("key", pa.string()), ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+              ("label", pa.int64()), ("kind", pa.string()), ("flag", pa.uint32()), ("header_label", pa.float32()),
+              ("id", pa.uint64()), ("id2", pa.uint64()), ("labels", pa.list_(pa.float32())), ("raw", pa.bool_()),
+              ("irheader", pa.binary())]
+    meta = {"huggingface": json.dumps({"info": {"features": features(class_names)}})}
+    return pa.schema(fields, metadata=meta)
+
+
+class Writer:
+    """Write records as rows of one Parquet file at ``path`` (a local file; staging is the caller's)."""
+
+    def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
+        pa = require_pyarrow()
+        import pyarrow.parquet as pq
+
+        self.pa = pa
+        self.schema = schema(class_names)
+        self.writer = pq.ParquetWriter(path, self.schema, compression="none", use_dictionary=["kind"],
+                                       write_statistics=False)
+        self.columns: dict[str, list] = {name: [] for name in (*_COLUMNS, "path")}
+        self.pending_bytes = 0
+
+    def write(self, record: Record, payload: Payload) -> None:
+        c = self.columns
+        c["key"].append(record.key)
+        c["image"].append(record.data)  # joined into the Arrow buffer by flush: one copy
+        c["path"].append(f"{record.key}.{payload.extension}")
+        c["label"].append(record.class_label)
+        c["kind"].append(payload.kind)
+        c["flag"].append(record.flag)
+        c["header_label"].append(record.label)
+        c["id"].append(record.id)
+        c["id2"].append(record.id2)
+        c["labels"].append(record.labels if record.labels is not None else ())
+        c["raw"].append(record.raw)
+        c["irheader"].append(record.verbatim_head())
+        self.pending_bytes += len(record.data)
+        if self.pending_bytes >= ROW_GROUP_BYTES or len(c["key"]) >= ROW_GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        c = self.columns
+        if not c["key"]:
+            return
+        pa = self.pa
+        sizes = np.fromiter(map(len, c["image"]), np.int64, len(c["image"]))
+        offsets = np.zeros(len(sizes) + 1, np.int32)
+        np.cumsum(sizes, out=offsets[1:])
+        images = pa.Array.from_buffers(pa.binary(), len(sizes), [None, pa.py_buffer(offsets),
+                                                                  pa.py_buffer(b"".join(c["image"]))])
+        image = pa.StructArray.from_arrays([images, pa.array(c["path"], pa.string())], names=["bytes", "path"])
+        arrays = [image if name == "image" else pa.array(c[name], self.schema.field(name).type)
+                  for name in _COLUMNS]
+        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        self.writer.write_table(table, row_group_size=len(table))
+        self.columns = {name: [] for name in (*_COLUMNS, "path")}
+        self.pending_bytes = 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+    def abort(self) -> None:
+        self.writer.close()
+
+
+def _image_bytes(value: Any, where: str, row: int) -> bytes:
+    if isinstance(value, dict):
+        data = value.get("bytes")
+        if data is None:
+            raise MxrecError(f"{where}: row {row}: the image has no bytes (path {value.get('path')!r} only); "
+                             "convert a dataset whose images are embedded")
+        return data
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    raise MxrecError(f"{where}: row {row}: the image column holds {type(value).__name__}, not bytes")
+
+
+def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str = "image",
+                 label_column: str = "label") -> Iterator[Record]:
+    """The records of one Parquet file, a row group at a time (``key`` is ``None`` for files of other tools)."""
+    pa = require_pyarrow()
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(stream.view)) if isinstance(stream, BufferStream)
+                             else stream)
+    names = set(parquet.schema_arrow.names)
+    ours = {"key", "flag", "header_label", "id", "id2", "labels", "raw"} <= names
+    if image_column not in names:
+        raise MxrecError(f"{where}: no {image_column!r} column (columns: {sorted(names)})")
+    wanted = [n for n in _COLUMNS if n in names] if ours else [
+        n for n in (image_column, label_column) if n in names]
+    row = 0
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=wanted)
+        columns = {name: table.column(name).to_pylist() for name in wanted}
+        for i in range(table.num_rows):
+            data = _image_bytes(columns[image_column][i], where, row)
+            row += 1
+            if ours:
+                labels = columns["labels"][i]
+                head = columns["irheader"][i] if "irheader" in columns else None
+                yield Record.from_fields(columns["key"][i], data, raw=bool(columns["raw"][i]),
+                                         flag=columns["flag"][i], label=columns["header_label"][i],
+                                         id=columns["id"][i], id2=columns["id2"][i],
+                                         labels=np.asarray(labels, np.float32) if labels else None, head=head)
+            else:
+                label = columns[label_column][i] if label_column in columns else None
+                yield foreign_record(data, label)
+
+
+def count_records(stream: IO[bytes]) -> int:
+    """Rows of a Parquet file, from its footer."""
+    require_pyarrow()
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(stream).metadata.num_rows

@@ -1,0 +1,236 @@
+"""The one record model every format maps to and from: a key, the IRHeader (exactly), and the payload bytes.
+
+A ``.rec`` record is either an image record (a packed ``IRHeader``, the
+float32 labels when ``flag > 0``, then the payload) or, when its bytes cannot
+hold an ``IRHeader``, a *raw* record whose whole bytes are the payload.
+:class:`Record` keeps the header fields as numbers a foreign format can
+store (``flag``, ``label``, ``id``, ``id2``, ``labels``) and rebuilds the
+header bytes from them; :meth:`Record.exact_fields` says whether that gives
+back the very bytes read (it does unless a label is a NaN with a payload),
+and a format stores the header bytes verbatim when it does not.
+
+:func:`inspect_payload` says what a payload holds (``jpeg``, ``png``, ...,
+``other``, ``empty``: the signature table), its size from its headers, and
+what is wrong with it; :class:`Report` counts
+the kinds and lists what is not a sound image (non-image payloads, cut-off or
+malformed images): such records are carried as bytes and reported, never
+dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mxrec.errors import HeaderError, ImageDecodeError
+from mxrec.format.header import IRHEADER, IRHEADER_SIZE
+from mxrec.image.headers import image_shape, jpeg_header, truncation
+from mxrec.image.signatures import match_signature
+
+_F32 = struct.Struct("<f")
+MAX_PROBLEMS = 1000  # problems a Report lists one by one (all are counted)
+
+
+@dataclass(slots=True)
+class Record:
+    """One record: ``key`` (the ``.idx`` key as text), its IRHeader fields, and ``data`` (the payload).
+
+    ``raw``: the record has no IRHeader, ``data`` is all of it. ``labels``:
+    the ``flag`` float32 labels (``None`` when ``flag`` is 0). ``head``: the
+    header bytes verbatim, set only when the fields do not rebuild them exactly.
+    """
+
+    key: str
+    data: bytes | memoryview
+    raw: bool = False
+    flag: int = 0
+    label: float = 0.0
+    id: int = 0
+    id2: int = 0
+    labels: np.ndarray | None = None
+    head: bytes | None = None
+
+    @classmethod
+    def from_bytes(cls, key: object, record: bytes | memoryview) -> Record:
+        """Split a ``.rec`` record into its fields (a raw record when it holds no IRHeader).
+
+        ``data`` is a slice of ``record`` without a copy when ``record`` is a memoryview (of a mapped file, say).
+        """
+        if not isinstance(record, memoryview):
+            record = memoryview(record)
+        size = len(record)
+        if size < IRHEADER_SIZE:
+            return cls(str(key), record, raw=True)
+        flag, label, id_, id2 = IRHEADER.unpack_from(record)
+        end = IRHEADER_SIZE + 4 * flag
+        if end > size:
+            return cls(str(key), record, raw=True)
+        labels = np.frombuffer(record, "<f4", flag, IRHEADER_SIZE).copy() if flag else None
+        out = cls(str(key), record[end:], False, flag, label, id_, id2, labels)
+        head = bytes(record[:end])
+        if not out.exact_fields(head):
+            out.head = head
+        return out
+
+    def header_bytes(self) -> bytes:
+        """The IRHeader (and labels) as stored in the ``.rec`` (empty for a raw record)."""
+        if self.raw:
+            return b""
+        if self.head is not None:
+            return self.head
+        labels = b"" if self.labels is None else np.asarray(self.labels, "<f4").tobytes()
+        return IRHEADER.pack(self.flag, self.label, self.id, self.id2) + labels
+
+    def exact_fields(self, head: bytes) -> bool:
+        """Whether the fields rebuild ``head`` byte for byte."""
+        saved, self.head = self.head, None
+        try:
+            return self.header_bytes() == head
+        finally:
+            self.head = saved
+
+    def to_bytes(self) -> bytes:
+        """The record as the ``.rec`` stores it."""
+        return self.header_bytes() + self.data if not self.raw else bytes(self.data)
+
+    def verbatim_head(self) -> bytes | None:
+        """The header bytes when a format must store them as they are: fields that do not rebuild them, or a
+        non-finite label (formats that carry labels as text or in float64 may not keep a NaN's bits)."""
+        if self.raw:
+            return None
+        if self.head is not None or not all(map(math.isfinite, self.label_values())) or not math.isfinite(
+                self.label):
+            return self.header_bytes()
+        return None
+
+    @classmethod
+    def from_fields(cls, key: str | None, data: bytes, *, raw: bool = False, flag: int = 0, label: float = 0.0,
+                    id: int = 0, id2: int = 0, labels: object = None, head: bytes | None = None) -> Record:
+        """A record from what a format stored: ``head`` (the verbatim header bytes) wins over the fields."""
+        if head is not None:
+            record = cls.from_bytes(key, head + data)
+            record.key = key  # type: ignore[assignment]
+            return record
+        if raw:
+            return cls(key, data, raw=True)  # type: ignore[arg-type]
+        array = None if not flag else np.asarray(labels, "<f4").reshape(-1)
+        if array is not None and array.size != flag:
+            raise HeaderError(f"record {key!r}: flag {flag} but {array.size} labels")
+        return cls(key, data, False, int(flag), f32(label), int(id), int(id2), array)  # type: ignore[arg-type]
+
+    @property
+    def class_label(self) -> int:
+        """The integer class (a whole, non-negative scalar label), else -1 (the ``datasets`` ClassLabel "none")."""
+        if self.raw or self.flag:
+            return -1
+        label = self.label
+        return int(label) if math.isfinite(label) and label >= 0 and label == int(label) else -1
+
+    def label_values(self) -> list[float]:
+        """The labels as numbers: ``[label]`` for a scalar, the ``flag`` labels otherwise (``[]`` when raw)."""
+        if self.raw:
+            return []
+        return [self.label] if not self.flag else np.asarray(self.labels, np.float32).tolist()
+
+
+def foreign_record(data: bytes, label: object) -> Record:
+    """A record for a sample another tool wrote (its key and id are given later): a scalar label, or a list of
+    labels (``flag`` is then its size)."""
+    if isinstance(label, (list, tuple, np.ndarray)):
+        return Record.from_fields(None, data, flag=len(label), labels=label)
+    return Record.from_fields(None, data, label=float(label) if label is not None else 0.0)  # type: ignore[arg-type]
+
+
+def f32(value: float) -> float:
+    """``value`` rounded to float32 (as the IRHeader stores labels)."""
+    return _F32.unpack(_F32.pack(value))[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """What a payload is, read once from its headers (no decoding): kind, extension, size, and any problem."""
+
+    kind: str
+    extension: str
+    height: int = 0
+    width: int = 0
+    problem: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        """An image of a known format that is cut off or malformed (a non-image payload is not broken)."""
+        return self.problem is not None and self.kind not in ("other", "empty")
+
+
+def inspect_payload(data: bytes) -> Payload:
+    """The :class:`Payload` facts of ``data``: its kind from the signature table, its size from a JPEG's or PNG's
+    header, and why it is not a sound image (empty, no image, cut off, malformed headers), if so."""
+    signature = match_signature(data)  # one look at the signature table for the kind and the extension
+    kind = signature.kind if signature is not None else ("other" if len(data) else "empty")
+    ext = signature.extension[1:] if signature is not None else "bin"
+    if kind == "empty":
+        return Payload(kind, ext, problem="empty payload")
+    if kind == "other":
+        return Payload(kind, ext, problem="not an image (no known image signature)")
+    try:
+        header = jpeg_header(data) if kind == "jpeg" else None
+        cut = truncation(data, header)
+        if cut is not None:
+            return Payload(kind, ext, problem=cut)
+        shape = header.frame.shape if header is not None and header.frame is not None else image_shape(data, kind)
+    except (ImageDecodeError, HeaderError) as exc:
+        return Payload(kind, ext, problem=f"broken {kind}: {exc}")
+    return Payload(kind, ext, *(shape[:2] if shape else (0, 0)))
+
+
+@dataclass
+class Report:
+    """What a conversion carried: records, payload bytes, payload kinds, and the records that are not sound images.
+
+    ``problems``: ``(key, reason)`` for the first :data:`MAX_PROBLEMS` records
+    whose payload is no image or a broken one (``problem_count`` counts all).
+    """
+
+    records: int = 0
+    payload_bytes: int = 0
+    kinds: Counter = field(default_factory=Counter)
+    raw_records: int = 0
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    problem_count: int = 0
+    broken: int = 0  # problems that are images of a known format, cut off or malformed
+    classes: Counter = field(default_factory=Counter)  # records per class label (whole scalar labels)
+
+    def add(self, record: Record) -> Payload:
+        """Count ``record``; return what its payload is."""
+        payload = inspect_payload(record.data)
+        self.records += 1
+        self.payload_bytes += len(record.data)
+        self.kinds[payload.kind] += 1
+        self.raw_records += record.raw
+        label = record.class_label
+        if label >= 0:
+            self.classes[label] += 1
+        if payload.problem is not None:
+            self.note(record.key, payload.problem, broken=payload.broken)
+        return payload
+
+    def note(self, key: str, problem: str, broken: bool = True) -> None:
+        """List a record that is not a sound image (or could not be transformed)."""
+        self.problem_count += 1
+        self.broken += broken
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append((key, problem))
+
+    def merge(self, other: Report) -> None:
+        self.records += other.records
+        self.payload_bytes += other.payload_bytes
+        self.kinds.update(other.kinds)
+        self.raw_records += other.raw_records
+        self.problem_count += other.problem_count
+        self.broken += other.broken
+        self.classes.update(other.classes)
+        self.problems.extend(other.problems[:max(0, MAX_PROBLEMS - len(self.problems))])

@@ -1,0 +1,215 @@
+"""TFRecord: ``tf.train.Example`` records in the ImageNet convention, read by TFRecord readers without TensorFlow.
+
+Each record is one ``Example``, encoded by protobuf (the ``protobuf``
+package, from the message definitions of TensorFlow's ``example.proto`` and
+``feature.proto``, declared in :func:`example_class`: importing the
+``tfrecord`` package would import PyTorch, seconds per process), with the features TensorFlow's ImageNet pipelines
+and DALI's TFRecord reader look for:
+
+* ``image/encoded`` (the payload, untouched), ``image/format`` (``jpeg``,
+  ``png``, ... or ``other``), ``image/class/label`` (the whole non-negative
+  scalar label, else -1), ``image/height``, ``image/width`` (from the image
+  headers; 0 when unknown), ``image/class/text`` (the class name from the
+  ``.labels`` file, when there is one);
+* the exact IRHeader under ``mxrec/``: ``key`` (bytes), ``flag``, ``id``,
+  ``id2`` (int64; a u64 id above 2**63 wraps, and is unwrapped on the way
+  back), ``label`` (float32: the header label then the ``flag`` labels),
+  ``raw`` (1 for a record without IRHeader), ``irheader`` (the header bytes,
+  only where a label is not a finite number).
+
+The file framing is TFRecord's: a u64 length, its masked CRC-32C, the data,
+the data's masked CRC-32C (the ``crc32c`` package). Beside each file goes
+``NAME.tfrecord.idx``, one ``offset size`` line per record: the index DALI's
+``fn.readers.tfrecord`` and the ``tfrecord`` package's loaders take (what
+their ``tfrecord2idx`` tools would write). Reading checks both
+checksums and names the file and byte offset of a bad one.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
+from mxrec.interop.record import Payload, Record, foreign_record
+from mxrec.interop.sets import BufferStream
+
+FORMAT = "tfrecord"
+SUFFIX = ".tfrecord"
+EXTRA = "tfrecord"
+INDEX_SUFFIX = ".idx"  # NAME_00000.tfrecord.idx: "offset size" per record, as DALI's and tfrecord's tfrecord2idx
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_MASK_DELTA = 0xA282EAD8
+_U64 = 1 << 64
+
+
+_EXAMPLE: list[Any] = []  # the Example class, made once
+
+
+def example_class() -> Any:
+    """``tf.train.Example`` as a protobuf message class, declared here in a private descriptor pool."""
+    if _EXAMPLE:
+        return _EXAMPLE[0]
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    proto = descriptor_pb2.FileDescriptorProto(name="mxrec_tf_example.proto", package="tensorflow", syntax="proto3")
+    field = descriptor_pb2.FieldDescriptorProto
+    repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
+
+    def message(name: str, *fields: tuple[str, int, int, int, str | None]) -> descriptor_pb2.DescriptorProto:
+        out = proto.message_type.add(name=name)
+        for field_name, number, label, kind, type_name in fields:
+            out.field.add(name=field_name, number=number, label=label, type=kind, type_name=type_name)
+        return out
+
+    message("BytesList", ("value", 1, repeated, field.TYPE_BYTES, None))
+    message("FloatList", ("value", 1, repeated, field.TYPE_FLOAT, None)).field[0].options.packed = True
+    message("Int64List", ("value", 1, repeated, field.TYPE_INT64, None)).field[0].options.packed = True
+    feature = message("Feature", ("bytes_list", 1, optional, field.TYPE_MESSAGE, ".tensorflow.BytesList"),
+                      ("float_list", 2, optional, field.TYPE_MESSAGE, ".tensorflow.FloatList"),
+                      ("int64_list", 3, optional, field.TYPE_MESSAGE, ".tensorflow.Int64List"))
+    feature.oneof_decl.add(name="kind")
+    for entry in feature.field:
+        entry.oneof_index = 0
+    features = message("Features", ("feature", 1, repeated, field.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry"))
+    entry = features.nested_type.add(name="FeatureEntry")
+    entry.field.add(name="key", number=1, label=optional, type=field.TYPE_STRING)
+    entry.field.add(name="value", number=2, label=optional, type=field.TYPE_MESSAGE, type_name=".tensorflow.Feature")
+    entry.options.map_entry = True
+    message("Example", ("features", 1, optional, field.TYPE_MESSAGE, ".tensorflow.Features"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    _EXAMPLE.append(message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example")))
+    return _EXAMPLE[0]
+
+
+def require_tfrecord() -> tuple[Any, Any]:
+    """``(Example class, crc32c)``, or :class:`MissingExtraError` naming ``mxrec[tfrecord]``."""
+    try:
+        import crc32c
+        import google.protobuf  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError(f"TFRecord needs the protobuf and crc32c packages, which are not installed: "
+                                f"pip install 'mxrec[{EXTRA}]' ({exc})") from None
+    return example_class(), crc32c
+
+
+def masked_crc(crc32c: Any, data: bytes) -> int:
+    """TFRecord's masked CRC-32C of ``data``."""
+    crc = crc32c.crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+class Writer:
+    """Write records as ``Example`` records of one TFRecord file at ``path`` (a local file)."""
+
+    def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
+        self.example_type, self.crc32c = require_tfrecord()
+        self.class_names = class_names or {}
+        self.file = open(path, "wb", buffering=1 << 20)
+        self.index = open(path + INDEX_SUFFIX, "w", encoding="ascii", newline="\n")
+        self.offset = 0
+
+    def example(self, record: Record, payload: Payload) -> bytes:
+        """The serialized ``Example`` of ``record``."""
+        example = self.example_type()
+        feature = example.features.feature
+        label = record.class_label
+        feature["image/encoded"].bytes_list.value.append(bytes(record.data))
+        feature["image/format"].bytes_list.value.append(payload.kind.encode())
+        feature["image/class/label"].int64_list.value.append(label)
+        feature["image/height"].int64_list.value.append(payload.height)
+        feature["image/width"].int64_list.value.append(payload.width)
+        if label in self.class_names:
+            feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
+        feature["mxrec/key"].bytes_list.value.append(record.key.encode())
+        feature["mxrec/raw"].int64_list.value.append(int(record.raw))
+        if not record.raw:
+            feature["mxrec/flag"].int64_list.value.append(record.flag)
+            feature["mxrec/id"].int64_list.value.append(_signed(record.id))
+            feature["mxrec/id2"].int64_list.value.append(_signed(record.id2))
+            values = [record.label] + (record.labels.tolist() if record.labels is not None else [])
+            feature["mxrec/label"].float_list.value.extend(values)
+            head = record.verbatim_head()
+            if head is not None:
+                feature["mxrec/irheader"].bytes_list.value.append(head)
+        return example.SerializeToString(deterministic=True)  # map entries sorted: same records, same bytes
+
+    def write(self, record: Record, payload: Payload) -> None:
+        data = self.example(record, payload)
+        length = _LENGTH.pack(len(data))
+        crc = self.crc32c
+        self.file.write(length + _CRC.pack(masked_crc(crc, length)))
+        self.file.write(data)
+        self.file.write(_CRC.pack(masked_crc(crc, data)))
+        size = 16 + len(data)
+        self.index.write(f"{self.offset} {size}\n")
+        self.offset += size
+
+    def close(self) -> None:
+        self.file.close()
+        self.index.close()
+
+    def abort(self) -> None:
+        self.close()
+
+
+def _signed(value: int) -> int:
+    return value - _U64 if value >= 1 << 63 else value
+
+
+def iter_frames(stream: IO[bytes] | BufferStream, where: str) -> Iterator[bytes | memoryview]:
+    """The data of each TFRecord frame in ``stream``, both checksums checked."""
+    _, crc32c = require_tfrecord()
+    offset = 0
+    while True:
+        head = stream.read(12)
+        if not head:
+            return
+        if len(head) < 12:
+            raise TruncatedRecordError(where, offset, f"the file ends inside a TFRecord length ({len(head)} bytes)")
+        length_bytes, (crc,) = head[:8], _CRC.unpack_from(head, 8)
+        if masked_crc(crc32c, length_bytes) != crc:
+            raise RecordFormatError(where, offset, "bad TFRecord length checksum (not a TFRecord file, or damaged)")
+        (length,) = _LENGTH.unpack(length_bytes)
+        body = stream.read(length + 4)
+        if len(body) < length + 4:
+            raise TruncatedRecordError(where, offset, f"the file ends inside a {length}-byte TFRecord record")
+        data = body[:length]
+        if masked_crc(crc32c, data) != _CRC.unpack_from(body, length)[0]:
+            raise RecordFormatError(where, offset, "bad TFRecord data checksum (damaged record)")
+        yield data
+        offset += 16 + length
+
+
+def _first(feature: Any, name: str, kind: str) -> Any:
+    if name not in feature:
+        return None
+    values = getattr(feature[name], kind).value
+    return values[0] if len(values) else None
+
+
+def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Record]:
+    """The records of one TFRecord file (``key`` is ``None`` for files of other tools)."""
+    example_type, _ = require_tfrecord()
+    for data in iter_frames(stream, where):
+        feature = example_type.FromString(data).features.feature
+        image = _first(feature, "image/encoded", "bytes_list") or b""
+        key = _first(feature, "mxrec/key", "bytes_list")
+        if key is None:
+            yield foreign_record(image, _first(feature, "image/class/label", "int64_list"))
+            continue
+        if _first(feature, "mxrec/raw", "int64_list"):
+            yield Record.from_fields(key.decode(), image, raw=True)
+            continue
+        labels = np.asarray(feature["mxrec/label"].float_list.value, np.float32)
+        flag = _first(feature, "mxrec/flag", "int64_list")
+        yield Record.from_fields(key.decode(), image, flag=flag, label=float(labels[0]),
+                                 id=_first(feature, "mxrec/id", "int64_list") % _U64,
+                                 id2=_first(feature, "mxrec/id2", "int64_list") % _U64,
+                                 labels=labels[1:] if flag else None,
+                                 head=_first(feature, "mxrec/irheader", "bytes_list"))

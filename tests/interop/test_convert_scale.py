@@ -1,0 +1,163 @@
+"""``mxrec convert`` at scale: worker processes, shard sets and URLs on both sides, output complete or absent
+(a real ``mxrec convert`` process stopped by SIGTERM), and the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import mxrec
+from mxrec.errors import OptionError
+from mxrec.io.opener import RecordReader
+from mxrec.io.shards import ShardedWriter, ShardLimit
+from mxrec.io.writer import RecordWriter
+from testkit import GOLDEN
+from testkit.cli import mxrec_env
+
+SUB = GOLDEN / "im2rec" / "default" / "sub.rec"
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("fmt", ["webdataset", "tfrecord"])
+def test_workers_write_the_same_shards_as_one_process(fmt, tmp_path):
+    one = mxrec.convert(SUB, tmp_path / "one", target_format=fmt, shard_size=8)
+    two = mxrec.convert(SUB, tmp_path / "two", target_format=fmt, shard_size=8, workers=2)
+    assert len(one.files) == 7
+    assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
+    assert two.report.kinds == {"jpeg": 50}
+
+
+def test_foreign_set_with_workers_to_rec_shards(tmp_path):
+    wds = mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset", shard_size=16)
+    out = mxrec.convert(wds.manifest, tmp_path / "rec" / "train.rec", shard_size=16, workers=2)
+    assert [Path(f).name for f in out.files] == [f"train_{n:05d}.rec" for n in range(4)]
+    with mxrec.open_dataset(out.manifest) as back, RecordReader(SUB) as original:
+        assert len(back) == 50
+        assert [back[n] for n in range(50)] == [original[n] for n in range(50)]
+        assert back.keys == list(original.keys)  # the keys travel with the records
+
+
+def test_shard_set_source(tmp_path):
+    with RecordReader(SUB) as reader, ShardedWriter(tmp_path / "set.rec", ShardLimit(records=20)) as writer:
+        for position, key in enumerate(reader.keys):
+            writer.write(reader[position], key)
+    out = mxrec.convert(tmp_path / "set.manifest.json", tmp_path / "pq", target_format="parquet")
+    assert out.records == 50 and len(out.files) == 1
+    back = tmp_path / "back.rec"
+    mxrec.convert(tmp_path / "pq", back)
+    assert back.read_bytes() == SUB.read_bytes()
+    assert back.with_suffix(".idx").read_bytes() == SUB.with_suffix(".idx").read_bytes()
+
+
+def test_urls_on_both_sides(s3_server, s3_bucket, tmp_path):
+    options = s3_server.storage_options()
+    import fsspec
+
+    fs = fsspec.filesystem("s3", **options)
+    fs.put_file(str(SUB), f"{s3_bucket}/in/sub.rec")
+    fs.put_file(str(SUB.with_suffix(".idx")), f"{s3_bucket}/in/sub.idx")
+    out = mxrec.convert(f"s3://{s3_bucket}/in/sub.rec", f"s3://{s3_bucket}/out", target_format="webdataset",
+                        shard_size=25, storage_options=options)
+    assert out.manifest == f"s3://{s3_bucket}/out/sub.convert.json"
+    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{s3_bucket}/out")) == [
+        "sub.convert.json", "sub_00000.tar", "sub_00001.tar"]
+    back = tmp_path / "back.rec"
+    mxrec.convert(out.manifest, back, storage_options=options)
+    assert back.read_bytes() == SUB.read_bytes()
+    assert back.with_suffix(".idx").read_bytes() == SUB.with_suffix(".idx").read_bytes()
+
+
+def test_formats_come_from_names_or_flags(tmp_path):
+    with pytest.raises(OptionError, match="--from/--to"):
+        mxrec.convert(SUB, tmp_path / "somewhere")
+    out = mxrec.convert(SUB, tmp_path / "x" / "train.tfrecord")
+    assert out.target_format == "tfrecord" and Path(out.files[0]).name == "train_00000.tfrecord"
+    with pytest.raises(OptionError, match="folder converts to and from RecordIO only"):
+        mxrec.convert(tmp_path / "x", tmp_path / "y", source_format="folder", target_format="parquet")
+
+
+def test_image_folder_both_ways_is_extract_and_pack(tmp_path):
+    out = mxrec.convert(SUB, tmp_path / "images", target_format="folder")
+    assert out.records == 50 and Path(out.files[0]).suffix == ".lst"
+    back = mxrec.convert(tmp_path / "images", tmp_path / "packed.rec", source_format="folder")
+    assert back.records == 50
+    with RecordReader(tmp_path / "packed.rec") as packed, RecordReader(SUB) as original:
+        assert sorted(packed.unpack(n)[1] for n in range(50)) == sorted(original.unpack(n)[1] for n in range(50))
+
+
+def test_cli_convert_and_back(mxrec_cli, tmp_path):
+    done = mxrec_cli("convert", SUB, tmp_path / "wds", "--to", "webdataset", "--shard-size", "20")
+    assert done.returncode == 0, done.stderr
+    assert "converted 50 records recordio -> webdataset into 3 file(s)" in done.stdout
+    assert "convert 50/50" in done.stderr  # the progress line
+    back = mxrec_cli("convert", tmp_path / "wds", tmp_path / "back.rec", "--no-progress")
+    assert back.returncode == 0 and back.stderr == ""
+    assert (tmp_path / "back.rec").read_bytes() == SUB.read_bytes()
+    bad = mxrec_cli("convert", SUB, tmp_path / "nowhere")
+    assert bad.returncode == 2 and "--from/--to" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _big_rec(path: Path, count: int = 200_000) -> None:
+    payload = mxrec.pack(mxrec.IRHeader(0, 1.0, 0, 0), b"\xff\xd8\xff\xe0" + bytes(1000))
+    with RecordWriter(path, True) as writer:
+        for _ in range(0, count, 10_000):
+            writer.write_batch([payload] * 10_000)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_leaves_nothing_that_looks_whole(workers, tmp_path):
+    src = tmp_path / "big.rec"
+    _big_rec(src)
+    out = tmp_path / "out"
+    job = subprocess.Popen([sys.executable, "-m", "mxrec", "convert", str(src), str(out), "--to", "parquet",
+                            "--shard-size", "20000", "-j", workers], env=mxrec_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # wait until shards are being written
+            staged = list(out.glob(".big.convert-staging-*/*.parquet")) if out.exists() else []
+            if len(staged) >= 2:
+                break
+            assert job.poll() is None, job.communicate()
+            time.sleep(0.05)
+        else:
+            pytest.fail("no shard was staged within 60 s")
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(timeout=30)
+    assert job.returncode == 128 + signal.SIGTERM, err
+    assert "terminated (SIGTERM)" in err and "Traceback" not in err
+    assert os.listdir(out) == []  # no shard, no manifest, no staging folder
+
+
+def test_a_finished_set_replaces_an_old_manifest(tmp_path):
+    mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset", shard_size=10)
+    mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset", shard_size=25)
+    manifest = json.loads((tmp_path / "wds" / "sub.convert.json").read_text())
+    assert [s["records"] for s in manifest["shards"]] == [25, 25]
+
+
+def test_damaged_inputs_fail_naming_the_file_and_leave_nothing(tmp_path):
+    damaged = sorted((GOLDEN / "seq" / "damaged").glob("*.rec"))[0]
+    with pytest.raises(mxrec.RecordFormatError, match=damaged.name):
+        mxrec.convert(damaged, tmp_path / "wds", target_format="webdataset")
+    assert not (tmp_path / "wds").exists() or os.listdir(tmp_path / "wds") == []
+    made = mxrec.convert(SUB, tmp_path / "ok", target_format="webdataset")
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(Path(made.files[0]).read_bytes()[:100_000])
+    with pytest.raises(mxrec.TruncatedRecordError, match=r"cut\.tar: at byte \d+: the tar file ends inside"):
+        mxrec.convert(cut, tmp_path / "cut.rec")
+    assert not (tmp_path / "cut.rec").exists() and not list(tmp_path.glob(".cut*"))
