@@ -182,7 +182,7 @@ def inspect_payload(data: bytes) -> Payload:
         if cut is not None:
             return Payload(kind, ext, problem=cut)
         shape = header.frame.shape if header is not None and header.frame is not None else image_shape(data, kind)
-    except (ImageDecodeError, HeaderError) as exc:
+    except ImageDecodeError as exc:  # the image room raises only these for damaged headers
         return Payload(kind, ext, problem=f"broken {kind}: {exc}")
     return Payload(kind, ext, *(shape[:2] if shape else (0, 0)))
 
