@@ -237,18 +237,23 @@ class ImageRecordDataset(_ImageRecords, Dataset):
     pass ``collate_fn=mxrec.torch.batch_collate``. This is the fast path of
     the map-style datasets; ``dtype="uint8"`` (normalise on the GPU) is
     faster still, and :func:`torch_batches` over an ``ImageRecordIter``
-    (threads, batch buffers reused) fastest.
+    (threads, batch buffers reused) fastest. ``fast_decode=True`` (with
+    ``preprocess``) decodes JPEGs reduced where ``resize`` allows, as the
+    iterator's ``fast_decode``.
     """
 
     def __init__(self, path: Any, index: Index = None, *, flag: int = 1, transform: Callable | None = None,
                  target_transform: Callable | None = None, seed: int = 0, on_broken: OnBroken = "skip",
                  label_dtype: str = "float32", storage_options: StorageOptions = None,
                  cache_dir: str | None = None, layout: str = "auto", preprocess: dict[str, Any] | None = None,
-                 dtype: str = "float32") -> None:
+                 dtype: str = "float32", fast_decode: bool = False) -> None:
         super().__init__(path, index, flag, transform, target_transform, seed, on_broken, label_dtype,
                          storage_options, cache_dir, layout)
         self.preprocess = None if preprocess is None else _preprocess_params(preprocess)
+        if fast_decode and self.preprocess is None:
+            raise ParameterError("fast_decode needs preprocess (the resize it may decode reduced for)")
         self.dtype = dtype
+        self.fast_decode = fast_decode
         self._loader: RecordSampleLoader | None = None
         self._payloads: dict[int, bytes] = {}  # a remote batch's records, fetched together
         if self.preprocess is not None:
@@ -282,7 +287,8 @@ class ImageRecordDataset(_ImageRecords, Dataset):
             augment, normalize, label_width = self.preprocess
             self._loader = RecordSampleLoader(self.reader, augment, normalize, dtype=self.dtype,
                                               label_width=label_width, seed=self.seed,
-                                              identities=self.faces is not None, view=self._view)
+                                              identities=self.faces is not None, view=self._view,
+                                              fast_decode=self.fast_decode)
         return self._loader
 
     def _view(self, position: int) -> memoryview:

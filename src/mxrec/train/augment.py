@@ -69,6 +69,7 @@ from mxrec.transforms.functional import (
     resize_shorter,
     resolve_interpolation,
     shift_hls,
+    shorter_side_size,
     warp_affine,
 )
 from mxrec.transforms.rng import SampleRandom
@@ -181,10 +182,22 @@ class DefaultAugmenter:
         self.height, self.width = params.data_shape[1], params.data_shape[2]
         self._warps = params.uses_affine  # evaluated once: it is asked for every image
 
-    def __call__(self, img: np.ndarray, rng: SampleRandom) -> np.ndarray:
+    def reduced_decode_size(self, height: int, width: int) -> tuple[int, int] | None:
+        """The smallest ``(height, width)`` a ``height`` x ``width`` image may be decoded at for the same
+        augmentation (same random draws, same sizes), or ``None`` when it must be decoded at full size.
+
+        Only ``resize`` allows it: the image is first scaled to that size anyway, so it may arrive at any
+        size at least as large (the crops that follow are taken from the resized image).
+        """
+        if self.params.resize <= 0:
+            return None
+        return shorter_side_size(height, width, self.params.resize)
+
+    def __call__(self, img: np.ndarray, rng: SampleRandom, source: tuple[int, int] | None = None) -> np.ndarray:
+        """The augmented image; ``source``: the full ``(height, width)`` of an image decoded reduced."""
         p = self.params
         if p.resize > 0:
-            img = resize_shorter(img, p.resize, p.inter_method, rng)
+            img = resize_shorter(img, p.resize, p.inter_method, rng, source)
         if self._warps:
             img = self._warp(img, rng)
         if p.pad > 0:

@@ -63,7 +63,8 @@ class RecordIterParams:
     blocks of about 4 MiB for remote data; ``0`` forces a global shuffle),
     ``stick_to_shard``/``pad_last_batch`` (DALI-style contiguous parts),
     ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
-    remote data, default ``$MXREC_CACHE_DIR``). MXNet's ``shuffle_chunk_size``
+    remote data, default ``$MXREC_CACHE_DIR``), ``fast_decode`` (decode JPEGs reduced, by libjpeg-turbo's
+    scaled IDCT, when ``resize`` scales them down anyway: :class:`~mxrec.train.loader.RecordSampleLoader`). MXNet's ``shuffle_chunk_size``
     (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
     compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
     (numpy output, one way of threading), ``shuffle_chunk_seed``.
@@ -102,6 +103,7 @@ class RecordIterParams:
     pad_last_batch: bool = True
     storage_options: dict | None = None
     cache_dir: str | None = None
+    fast_decode: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
@@ -215,7 +217,7 @@ class ImageRecordIter(BatchIter):
             self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
             label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
             mean_image=mean_image, identities=self._faces is not None,
-            view=functools.partial(self._record_view, self._reader))
+            view=functools.partial(self._record_view, self._reader), fast_decode=p.fast_decode)
         self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:

@@ -101,9 +101,13 @@ def resize(img: np.ndarray, width: int, height: int, interpolation: int) -> np.n
 
 
 def resize_shorter(img: np.ndarray, size: int, inter_method: int = INTER_LINEAR,
-                   rng: SampleRandom | None = None) -> np.ndarray:
-    """``img`` with its shorter side scaled to ``size`` (the aspect ratio kept, rounded down)."""
-    height, width = img.shape[:2]
+                   rng: SampleRandom | None = None, source: tuple[int, int] | None = None) -> np.ndarray:
+    """``img`` with its shorter side scaled to ``size`` (the aspect ratio kept, rounded down).
+
+    ``source``: the ``(height, width)`` the image had before a reduced decode; the new size and the
+    interpolation are then those of resizing the full-size image, so the result has the same size.
+    """
+    height, width = img.shape[:2] if source is None else source
     new_h, new_w = shorter_side_size(height, width, size)
     return resize(img, new_w, new_h, resolve_interpolation(inter_method, (width, height), (new_w, new_h), rng))
 
