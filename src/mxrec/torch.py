@@ -89,6 +89,7 @@ from mxrec.train.pipeline import BrokenRecordWarning, OnBroken
 from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.record_iter import shuffle_block_for
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
+from mxrec.train.timing import StageClock
 from mxrec.train.verification import load_verification_set
 from mxrec.transforms.augmenters import Transform
 from mxrec.transforms.rng import SampleRandom
@@ -254,6 +255,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
             raise ParameterError("fast_decode needs preprocess (the resize it may decode reduced for)")
         self.dtype = dtype
         self.fast_decode = fast_decode
+        self._clock: StageClock | None = None
         self._loader: RecordSampleLoader | None = None
         self._payloads: dict[int, bytes] = {}  # a remote batch's records, fetched together
         if self.preprocess is not None:
@@ -289,7 +291,16 @@ class ImageRecordDataset(_ImageRecords, Dataset):
                                               label_width=label_width, seed=self.seed,
                                               identities=self.faces is not None, view=self._view,
                                               fast_decode=self.fast_decode)
+            self._loader.clock = self._clock
         return self._loader
+
+    def attach_clock(self, clock: StageClock | None) -> None:
+        """Time each stage of the ``preprocess`` path into ``clock`` (:mod:`mxrec.train.timing`), in this
+        process only (``DataLoader`` workers make their own loader, untimed)."""
+        if self.preprocess is None:
+            raise ParameterError("stage timing needs preprocess (the mxrec loader path)")
+        self._clock = clock
+        self._sample_loader().clock = clock
 
     def _view(self, position: int) -> memoryview:
         payload = self._payloads.get(position)
@@ -322,7 +333,7 @@ class ImageRecordDataset(_ImageRecords, Dataset):
         self._first_decodable(position, lambda at: loader.load(at, epoch, data, label))
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_loader": None, "_payloads": {}}
+        return {**self.__dict__, "_loader": None, "_payloads": {}, "_clock": None}
 
 
 def batch_collate(batch: Any) -> Any:

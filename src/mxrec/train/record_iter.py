@@ -41,6 +41,7 @@ from mxrec.train.normalize import NormalizeParams
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
+from mxrec.train.timing import StageClock
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class RecordIterParams:
     ``stick_to_shard``/``pad_last_batch`` (DALI-style contiguous parts),
     ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
     remote data, default ``$MXREC_CACHE_DIR``), ``fast_decode`` (decode JPEGs reduced, by libjpeg-turbo's
-    scaled IDCT, when ``resize`` scales them down anyway: :class:`~mxrec.train.loader.RecordSampleLoader`). MXNet's ``shuffle_chunk_size``
+    scaled IDCT, when ``resize`` scales them down anyway: :class:`~mxrec.train.loader.RecordSampleLoader`).
+    MXNet's ``shuffle_chunk_size``
     (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
     compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
     (numpy output, one way of threading), ``shuffle_chunk_seed``.
@@ -245,6 +247,16 @@ class ImageRecordIter(BatchIter):
     def describe(self, position: int) -> str:
         """``file: record key`` for messages (``position``: a sample number)."""
         return self._reader.describe(position)
+
+    @property
+    def reader(self) -> Any:
+        """The records read (every record of the dataset, or a face set's faces)."""
+        return self._reader
+
+    def attach_clock(self, clock: StageClock | None) -> None:
+        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing."""
+        self._loader.clock = clock
+        self._pipeline.clock = clock
 
     def close(self) -> None:
         super().close()
