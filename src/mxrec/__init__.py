@@ -11,6 +11,7 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``).
+* :mod:`mxrec.probing` (``mxrec.probe``: running a loader configuration briefly and diagnosing it).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
 Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.torch` (PyTorch datasets).
@@ -50,6 +51,7 @@ from mxrec.packing.extract import extract_records
 from mxrec.packing.job import pack_list, pack_prefix
 from mxrec.packing.make_lists import make_lists, read_labelled_csv
 from mxrec.packing.prepare import ImageTransform
+from mxrec.probing import ProbeResult, probe
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
 from mxrec.train.verification import VerificationSet, load_verification_set
 
@@ -72,6 +74,7 @@ __all__ = [
     "MxrecError",
     "OutputPathError",
     "ParameterError",
+    "ProbeResult",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",
@@ -93,6 +96,7 @@ __all__ = [
     "pack",
     "pack_list",
     "pack_prefix",
+    "probe",
     "read_face_set",
     "read_index",
     "read_labelled_csv",
