@@ -201,8 +201,9 @@ def jpeg_size(buf: bytes | memoryview) -> tuple[int, int] | None:
 
 def decode_pixels_scaled(buf: bytes | memoryview, channels: int, min_height: int, min_width: int, *,
                          what: str = "image", buffers: DecodeBuffers | None = None) -> np.ndarray:
-    """Like :func:`decode_pixels`, but a JPEG at the smallest of libjpeg-turbo's scales (1/8 .. 8/8) that is at
-    least ``min_height`` x ``min_width``: the scaled IDCT skips most of the inverse transform and upsampling work.
+    """Like :func:`decode_pixels`, but a JPEG at the smallest of 1/8, 1/4, 1/2 scale (libjpeg-turbo's SIMD scaled
+    IDCTs) that is at least ``min_height`` x ``min_width``, else full size: the scaled IDCT skips most of the
+    inverse transform and upsampling work.
 
     Anything but a JPEG ``simplejpeg`` reads is decoded at full size.
     """
@@ -210,9 +211,13 @@ def decode_pixels_scaled(buf: bytes | memoryview, channels: int, min_height: int
     jpeg = simplejpeg() if space is not None and is_jpeg(buf) else None
     if jpeg is not None:
         try:
-            height, width = jpeg.decode_jpeg_header(buf, min_height=min_height, min_width=min_width)[:2]
+            full_height, full_width = jpeg.decode_jpeg_header(buf)[:2]
+            for divisor in (8, 4, 2, 1):  # libjpeg rounds scaled sizes up
+                height, width = -(-full_height // divisor), -(-full_width // divisor)
+                if height >= min_height and width >= min_width:
+                    break
             out = None if buffers is None else buffers.take(height * width * channels)
-            img = jpeg.decode_jpeg(buf, colorspace=space, min_height=min_height, min_width=min_width, buffer=out)
+            img = jpeg.decode_jpeg(buf, colorspace=space, min_height=height, min_width=width, buffer=out)
         except ValueError:
             pass  # OpenCV decides, at full size
         else:
