@@ -299,7 +299,9 @@ def _run_loader(loader: Any, batches: int | None, seconds: float | None, warmup:
             dataset.__getitems__(list(range(start, min(start + size, len(dataset)))))
         dataset.attach_clock(None)
         run.stages = side.snapshot()
-        run.stages.update({k: v for k, v in clock.snapshot().items() if WAIT in v})
+        for thread, stages in clock.snapshot().items():  # the consumer's waits, from the run itself
+            if WAIT in stages:
+                run.stages.setdefault(thread, {})[WAIT] = stages[WAIT]
         run.stages_where = "side"
     else:
         if timed:
