@@ -82,7 +82,7 @@ def test_unnormalised_floats_warn_and_uint8_output_passes(sorted_rec):
 def test_bgr_ordered_means_warn(tmp_path):
     def reddish(seed):
         noise = np.random.default_rng(seed).integers(-40, 41, (40, 48, 3))
-        return np.clip(noise + (60, 120, 200), 0, 255).astype(np.uint8)  # BGR: red about 200, blue about 60
+        return np.clip(noise + np.array([60, 120, 200]), 0, 255).astype(np.uint8)  # BGR: red about 200, blue about 60
 
     rec = str(write_records(tmp_path / "red.rec", [image_record(reddish(i), i % 2, i) for i in range(16)]))
     swapped = dict(mean_r=60.0, mean_g=120.0, mean_b=200.0, std_r=50.0, std_g=50.0, std_b=50.0)
@@ -192,10 +192,8 @@ def test_torch_value_range_mistakes(scale, code):
     from torch.utils.data import DataLoader, TensorDataset
 
     pixels = torch.randint(0, 256, (32, 3, 8, 8)).float()
-    if scale is not None:  # ToTensor twice
-        data = pixels * scale
-    else:  # 0-255 statistics applied to 0-1 values
-        data = (pixels / 255 - 123.68) / 58.4
+    # ToTensor twice, or 0-255 statistics applied to 0-1 values
+    data = pixels * scale if scale is not None else (pixels / 255 - 123.68) / 58.4
     labels = torch.arange(32) % 4
     result = mxrec.probe(DataLoader(TensorDataset(data, labels), batch_size=8, shuffle=True), batches=3)
     assert result.codes()["value_range"] == code and not result.ok
@@ -205,18 +203,18 @@ def test_memory_that_keeps_growing_fails():
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader, Dataset
 
-    class Leaky(Dataset):
-        kept: list = []
+    kept = []
 
+    class Leaky(Dataset):
         def __len__(self):
             return 1000
 
         def __getitem__(self, i):
-            self.kept.append(np.ones(24 << 20, np.uint8))  # 24 MiB a sample, never freed
+            kept.append(np.ones(24 << 20, np.uint8))  # 24 MiB a sample, never freed
             return torch.zeros(3, 4, 4), i % 3
 
     result = mxrec.probe(DataLoader(Leaky(), batch_size=1), batches=30, warmup=1)
-    Leaky.kept.clear()
+    kept.clear()
     assert result.codes()["memory"] == "memory_growth" and not result.ok
 
 

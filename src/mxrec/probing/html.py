@@ -58,12 +58,11 @@ def probe_page(result: ProbeResult) -> str:
                     + bar_chart(list(ms.values()), list(ms), label="ms per sample by stage", unit=" ms")
                     + f"<p>The consumer waited {100 * parts['wait_share']:.0f}% of the run for its next batch.</p>")
     sections.append(_threads(run))
-    times = [t for t, _, _ in run.batch_times]
-    rates = [(t, n / max(t - prev, 1e-9)) for (t, n, _), prev in zip(run.batch_times, [0.0, *times], strict=False)]
+    rates = _rolling_rate(run)
     sections.append(f"<h2>Throughput: {th['images_per_second']:.0f} img/s</h2>"
                     f"<p>{th['batches']} batches in {th['seconds']:.1f} s after {run.warmup} warm-up batch(es) "
                     f"(not measured); {th['mb_per_second']:.1f} MB/s of batches.</p>"
-                    + line_chart({"img/s per batch": rates}, label="throughput over time", y_unit=" img/s"))
+                    + line_chart({"img/s (5 batches)": rates}, label="throughput over time", y_unit=" img/s"))
     machine = run.machine
     if machine is not None and machine.samples:
         cpu = {f"cpu{i}": [(s.t, s.cpu[i]) for s in machine.samples if s.cpu and i < len(s.cpu)]
@@ -98,3 +97,14 @@ def _threads(run: ProbeRun) -> str:
     if not rows:
         return ""
     return "<h3>Seconds per thread</h3>" + table(["thread", "fetch", "decode", "augment", "write", "wait"], rows)
+
+
+def _rolling_rate(run: ProbeRun, window: int = 5) -> list[tuple[float, float]]:
+    """img/s over the last ``window`` batches, at each batch (batches arrive in bursts: single ones mislead)."""
+    points = []
+    times = [0.0] + [t for t, _, _ in run.batch_times]
+    counts = np.cumsum([0] + [n for _, n, _ in run.batch_times])
+    for i in range(1, len(times)):
+        j = max(0, i - window)
+        points.append((times[i], float(counts[i] - counts[j]) / max(times[i] - times[j], 1e-9)))
+    return points
