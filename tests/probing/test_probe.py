@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import cv2
 import numpy as np
@@ -102,6 +103,13 @@ def test_big_photos_for_a_small_data_shape_are_decode_bound(big_rec):
         "decode"]
 
 
+def test_the_run_stops_after_the_seconds_given(sorted_rec):
+    started = time.perf_counter()
+    result = mxrec.probe(sorted_rec, **{**sound(), "batches": None, "seconds": 0.5}, step_time=0.05)
+    assert 0.5 <= result.run.seconds < 5 and time.perf_counter() - started < 30
+    assert 1 <= result.throughput()["batches"] <= 10  # 50 ms a step: about 10 in half a second
+
+
 def test_a_slow_step_makes_the_consumer_the_bound(sorted_rec):
     result = mxrec.probe(sorted_rec, **{**sound(), "batches": 5}, step_time=0.15)
     assert result.bound == "consumer"
@@ -174,9 +182,9 @@ def test_a_torch_dataloader_is_probed_as_configured(sorted_rec):
     from mxrec.torch import DistributedBatchSampler, ImageRecordDataset, batch_collate
 
     dataset = ImageRecordDataset(sorted_rec, preprocess=dict(data_shape=SHAPE, **IMAGENET_255))
-    for workers in (0, 2):
+    for workers, context in ((0, None), (2, "fork"), (1, "spawn")):
         loader = DataLoader(dataset, batch_sampler=DistributedBatchSampler(dataset, 8, shuffle=True),
-                            collate_fn=batch_collate, num_workers=workers)
+                            collate_fn=batch_collate, num_workers=workers, multiprocessing_context=context)
         result = mxrec.probe(loader, batches=6)
         assert result.run.mode == "loader" and result.run.batches[0].container.startswith("torch")
         assert result.codes()["value_range"] == "ok" and result.codes()["labels"] == "ok"

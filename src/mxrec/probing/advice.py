@@ -128,11 +128,12 @@ def recommend(run: ProbeRun, bound: Check, checks: list[Check]) -> list[Advice]:
         key = "prefetch_factor" if loader else "prefetch_buffer"
         advice.append(Advice("prefetch", f"{key}={max(2 * run.prefetch, 8)}",
                              "more batches fetched ahead hide storage latency (memory: see the memory check)"))
-    cores = run.machine.cores if run.machine and run.machine.cores else 0
+    cores = run.machine.physical_cores if run.machine else 0
     key = "num_workers" if loader else "preprocess_threads"
     if cores and run.threads > cores:
         advice.append(Advice("fewer_threads", f"{key}={cores}",
-                             f"{run.threads} threads on {cores} cores only add switching; expect the same or better"))
+                             f"{run.threads} threads on {cores} physical cores only add switching; expect the same "
+                             "or better"))
     elif cores and code in ("decode", "python") and run.threads < cores:
         advice.append(Advice("more_threads", f"{key}={cores}",
                              f"{run.threads} of {cores} cores loading: up to {cores / run.threads:.1f}x"))

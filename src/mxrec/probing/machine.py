@@ -34,6 +34,23 @@ def _cpu_jiffies() -> list[tuple[int, int]] | None:
     return out
 
 
+def physical_cores() -> int:
+    """Physical cores this process may run on (hyper-threads counted once), else the logical count."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    cores = set()
+    for cpu in allowed:
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{base}/core_id") as f:
+                core = f.read().strip()
+            with open(f"{base}/physical_package_id") as f:
+                package = f.read().strip()
+        except OSError:
+            return len(allowed)
+        cores.add((package, core))
+    return len(cores) or len(allowed)
+
+
 def block_device(path: str) -> str | None:
     """The name of the disk (``sda``, ``nvme0n1``) that holds ``path``, or ``None`` (remote, tmpfs, overlay)."""
     try:
@@ -109,7 +126,8 @@ class MachineRecord:
 
     device: str | None
     samples: list[Sample] = field(default_factory=list)
-    cores: int = 0
+    cores: int = 0  # logical cores in /proc/stat
+    physical_cores: int = 0  # those this process may use, hyper-threads counted once
     cpu_per_core: list[float] | None = None  # mean busy % per core over the run
     process_cpu: float = 0.0  # cores' worth of CPU this process used (user + system)
     disk_read_bytes: int | None = None
@@ -120,7 +138,8 @@ class MachineRecord:
     gpu_memory: int | None = None
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "cores": self.cores, "cpu_per_core": self.cpu_per_core,
+        return {"device": self.device, "cores": self.cores, "physical_cores": self.physical_cores,
+                "cpu_per_core": self.cpu_per_core,
                 "process_cpu": round(self.process_cpu, 2), "disk_read_bytes": self.disk_read_bytes,
                 "disk_util": self.disk_util, "rss_start": self.rss_start, "rss_end": self.rss_end,
                 "rss_peak": self.rss_peak, "gpu_memory": self.gpu_memory,
@@ -176,6 +195,7 @@ class MachineSampler:
             self._thread.join(timeout=5)
         self._read()
         record = self.record
+        record.physical_cores = physical_cores()
         elapsed = max(time.perf_counter() - self._t0, 1e-6)
         times = os.times()
         record.process_cpu = (times.user - self._times0.user + times.system - self._times0.system) / elapsed

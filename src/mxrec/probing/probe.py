@@ -102,7 +102,8 @@ class ProbeResult:
             rate = run.remote["requests"] / max(run.seconds, 1e-9)
             lookups = run.remote["cache_hits"] + run.remote["cache_misses"]
             hit = f", cache hits {100 * run.remote['cache_hits'] / lookups:.0f}%" if lookups else ""
-            lines.append(f"  remote: {run.remote['requests']} requests ({rate:.1f}/s){hit}")
+            mb_s = parts["fetched_bytes"] / max(run.seconds, 1e-9) / 1e6
+            lines.append(f"  remote: {run.remote['requests']} requests ({rate:.1f}/s), {mb_s:.1f} MB/s of records{hit}")
         images = run.images
         if images.get("median_height"):
             lines.append(f"  stored images: median {images['median_width']}x{images['median_height']} px, "
