@@ -251,3 +251,36 @@ def test_cli_exit_codes_and_json(sorted_rec, mxrec_cli, tmp_path):
     assert mxrec_cli("probe", str(tmp_path / "missing.rec"), "data_shape=3,32,32", "batch_size=8").returncode == 2
     swept = mxrec_cli("probe", sorted_rec, *good, "--sweep", "preprocess_threads=1,2")
     assert swept.returncode == 0 and "sweep:" in swept.stdout
+
+
+def test_pad_on_each_epochs_last_batch_is_sound_and_elsewhere_fails(tmp_path):
+    from mxrec.probing.checks import check_shapes
+
+    rec = str(write_records(tmp_path / "20.rec", [image_record(photo(40, 48, i), i % 4, i, ".jpg") for i in range(20)]))
+    result = mxrec.probe(rec, **sound(round_batch=False, batches=7))  # 3 batches an epoch, the last padded
+    assert result.codes()["shapes"] == "ok"
+    assert [b.pad for b in result.run.batches][:6] == [0, 0, 4, 0, 0, 4]
+    run = result.run
+    run.batch_indices = [0] * len(run.batch_indices)  # as if each padded batch were an epoch's first
+    assert check_shapes(run).details["code"] == "pad_not_last"
+
+
+def test_unpinned_torch_batches_warn_when_cuda_is_there(sorted_rec, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = (torch.randint(0, 256, (16, 3, 8, 8)).float() / 255 - 0.45) / 0.225
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    result = mxrec.probe(DataLoader(TensorDataset(data, torch.arange(16) % 4), batch_size=4, shuffle=True), batches=2)
+    assert result.codes()["dtype"] == "not_pinned" and result.ok  # a warning
+
+
+def test_a_shard_set_is_probed_as_one_dataset(tmp_path):
+    for shard in range(2):
+        records = [image_record(photo(40, 48, i), i % 4, i, ".jpg") for i in range(shard * 16, shard * 16 + 16)]
+        write_records(tmp_path / f"part-{shard}.rec", records)
+    result = mxrec.probe(str(tmp_path / "part-*.rec"), **sound(batches=6))
+    assert result.ok and result.run.epoch_batches == 4
+    from mxrec.probing.machine import block_device
+
+    assert result.run.machine.device == block_device(str(tmp_path))  # the shards' folder's disk

@@ -52,9 +52,10 @@ def physical_cores() -> int:
 
 
 def block_device(path: str) -> str | None:
-    """The name of the disk (``sda``, ``nvme0n1``) that holds ``path``, or ``None`` (remote, tmpfs, overlay)."""
+    """The name of the disk (``sda``, ``nvme0n1``) that holds ``path`` (for a shard pattern, its folder), or
+    ``None`` (remote, tmpfs, overlay)."""
     try:
-        dev = os.stat(path).st_dev
+        dev = os.stat(path if os.path.exists(path) else os.path.dirname(os.path.abspath(path))).st_dev
     except OSError:
         return None
     major, minor = os.major(dev), os.minor(dev)

@@ -104,7 +104,7 @@ def _batch_facts(data: Any, label: Any, pad: int) -> BatchFacts:
     if not isinstance(data, np.ndarray):  # a torch tensor
         container = f"torch.{type(data).__name__}"
         contiguous = bool(data.is_contiguous())
-        pinned = bool(data.is_pin_memory()) if hasattr(data, "is_pin_memory") else None
+        pinned = bool(data.is_pinned()) if hasattr(data, "is_pinned") else None
         data = data.detach().cpu().numpy() if hasattr(data, "detach") else np.asarray(data)
     else:
         contiguous = data.flags.c_contiguous
