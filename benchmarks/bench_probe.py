@@ -147,18 +147,24 @@ def main(argv: list[str] | None = None) -> int:
     fast = mxrec.probe(full_rec, **tuned, **train, **measure, fast_decode=True)
     rows.append(("5a. 2 MP .rec, tuned, full decode", full.run.images_per_second, full.bound))
     rows.append(("5b. 2 MP .rec, tuned, fast_decode", fast.run.images_per_second, fast.bound))
+    rrc = {**{k: v for k, v in train.items() if k not in ("resize", "rand_crop")}, "random_resized_crop": True,
+           "min_random_area": 0.08, "min_aspect_ratio": 0.75, "max_aspect_ratio": 4 / 3}
+    rrc_full = mxrec.probe(full_rec, **tuned, **rrc, **measure)
+    rrc_fast = mxrec.probe(full_rec, **tuned, **rrc, **measure, fast_decode=True)
+    rows.append(("5c. random_resized_crop, full decode", rrc_full.run.images_per_second, rrc_full.bound))
+    rows.append(("5d. random_resized_crop, fast_decode", rrc_fast.run.images_per_second, rrc_fast.bound))
 
     # the same draws, full against reduced decoding: the whole first epoch, with the default bilinear resize
     # (inter_method=1, aliasing when it shrinks 4.7x) and with inter_method=9 (area when shrinking)
     deviations = {}
-    for inter_method in (1, 9):
+    for name, config, inter_method in (("resize", train, 1), ("resize", train, 9), ("rrc", rrc, 1)):
         outputs = []
         for fast_decode in (False, True):
-            with mxrec.ImageRecordIter(path_imgrec=full_rec, **train, preprocess_threads=cores,
+            with mxrec.ImageRecordIter(path_imgrec=full_rec, **config, preprocess_threads=cores,
                                        inter_method=inter_method, fast_decode=fast_decode) as it:
                 outputs.append(np.concatenate([b.data[0][:len(b.data[0]) - b.pad].copy() for b in it]))
         stds = np.array(STD, np.float32).reshape(1, 3, 1, 1)
-        deviations[inter_method] = float(np.abs((outputs[0] - outputs[1]) * stds).mean())  # in grey levels
+        deviations[name, inter_method] = float(np.abs((outputs[0] - outputs[1]) * stds).mean())  # grey levels
 
     print(f"{args.count} photos {SIZE[1]}x{SIZE[0]}, batch {args.batch_size}, 224x224 after resize=256, "
           f"{cores} cores; probe recommended for step 2: {', '.join(advice)}")
@@ -166,9 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, rate, bound in rows:
         print(f"{name:<44} {rate:>8.1f}  {bound}")
     speedup = fast.run.images_per_second / max(full.run.images_per_second, 1e-9)
-    print(f"fast_decode: {speedup:.2f}x the full-decode pipeline (goal >= 2x); mean deviation over "
-          f"{len(outputs[0])} samples, same draws (goal <= 1.5 grey levels): {deviations[1]:.2f} with the default "
-          f"bilinear resize, {deviations[9]:.2f} with inter_method=9 (area)")
+    rrc_speedup = rrc_fast.run.images_per_second / max(rrc_full.run.images_per_second, 1e-9)
+    print(f"fast_decode, resize=256: {speedup:.2f}x the full-decode pipeline (goal >= 2x); mean deviation over "
+          f"{len(outputs[0])} samples, same draws (goal <= 1.5 grey levels): {deviations['resize', 1]:.2f} with the "
+          f"default bilinear resize, {deviations['resize', 9]:.2f} with inter_method=9 (area)")
+    print(f"fast_decode, random_resized_crop: {rrc_speedup:.2f}x; mean deviation {deviations['rrc', 1]:.2f}")
     return 0
 
 

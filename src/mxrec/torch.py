@@ -239,8 +239,8 @@ class ImageRecordDataset(_ImageRecords, Dataset):
     the map-style datasets; ``dtype="uint8"`` (normalise on the GPU) is
     faster still, and :func:`torch_batches` over an ``ImageRecordIter``
     (threads, batch buffers reused) fastest. ``fast_decode=True`` (with
-    ``preprocess``) decodes JPEGs reduced where ``resize`` allows, as the
-    iterator's ``fast_decode``.
+    ``preprocess``) decodes JPEGs reduced where ``resize`` or a random-resized
+    crop allows, as the iterator's ``fast_decode``.
     """
 
     def __init__(self, path: Any, index: Index = None, *, flag: int = 1, transform: Callable | None = None,

@@ -75,3 +75,14 @@ def test_torch_dataset_fast_decode_matches_the_iterator(big_jpegs):
     data, _ = dataset.__getitems__(list(range(4)))
     with ImageRecordIter(path_imgrec=str(big_jpegs), batch_size=4, fast_decode=True, **preprocess) as it:
         np.testing.assert_array_equal(data.numpy(), next(it).data[0])
+
+
+def test_fast_decode_for_random_resized_crops_keeps_the_boxes(big_jpegs):
+    # boxes of 30-100% of 600x800, to 64x64: at least 1/4 of the image always keeps the box >= 64 px
+    options = dict(random_resized_crop=True, min_random_area=0.3, max_aspect_ratio=1.25, min_aspect_ratio=0.8,
+                   rand_mirror=True, shuffle=True)
+    full = batches(big_jpegs, **options)
+    fast = batches(big_jpegs, fast_decode=True, **options)
+    deviation = np.abs(full - fast).mean()
+    assert 0 < deviation <= 1.5
+    assert np.abs(full - batches(big_jpegs, fast_decode=True, **{**options, "seed_aug": 99})).mean() > 4 * deviation

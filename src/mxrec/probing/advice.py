@@ -116,10 +116,12 @@ def recommend(run: ProbeRun, bound: Check, checks: list[Check]) -> list[Advice]:
                                             "decoding while packing)",
                              f"stored images are {images['median_width']}x{images['median_height']} (median) for a "
                              f"{needed} px need: decoding does ~{work:.0f}x the pixel work needed"))
-        if "jpeg" in images.get("formats", []) and int(p.get("resize", -1)) > 0 and not p.get("fast_decode"):
+        reducible = int(p.get("resize", -1)) > 0 or bool(p.get("random_resized_crop"))
+        if "jpeg" in images.get("formats", []) and reducible and not p.get("fast_decode"):
             advice.append(Advice("fast_decode", "fast_decode=1 (decode at 1/2, 1/4 or 1/8 scale, no repacking)",
-                                 f"JPEGs {stored / needed:.1f}x larger than resize={needed}: about 2x faster "
-                                 "decoding, within ~1 grey level of a full decode"))
+                                 f"JPEGs {stored / needed:.1f}x larger than the {needed} px needed: less decoding "
+                                 "work (up to ~2x), about a grey level from a full decode (benchmarks/"
+                                 "bench_probe.py)"))
     if code == "storage":
         if run.remote is not None and not run.remote.get("cached"):
             advice.append(Advice("cache_dir", "cache_dir=/local/disk (or $MXREC_CACHE_DIR)",

@@ -44,8 +44,9 @@ class RecordSampleLoader:
     aligned]``). ``view(position)`` gets a record's bytes (default:
     ``reader.view``; a remote iterator passes its prefetched batches).
     ``fast_decode``: decode a JPEG reduced (libjpeg-turbo's 1/2, 1/4, 1/8 scales) when the augmentation
-    resizes it to a size the reduced image still reaches (:meth:`DefaultAugmenter.reduced_decode_size`):
-    same random draws and output sizes, pixels within a grey level or so of a full decode.
+    resizes it (``resize``), or crops a box that stays at least the output size (``random_resized_crop``),
+    at a size the reduced image still reaches (:meth:`DefaultAugmenter.reduced_decode_size`): same random
+    draws and output sizes, pixels close to a full decode's.
     """
 
     def __init__(self, reader: KeyedRecords, augment: AugmentParams, normalize: NormalizeParams, *,
@@ -83,7 +84,7 @@ class RecordSampleLoader:
         self._fill_label(header, label, position)
         if clock is not None:
             started = clock.lap("fetch", started, len(view))
-        img, source = self._decode(view[start:])
+        img, source = self._decode(view[start:], epoch, position)
         if clock is not None:
             started = clock.lap("decode", started)
         rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
@@ -95,11 +96,13 @@ class RecordSampleLoader:
             clock.lap("write", started)
         return header.id
 
-    def _decode(self, payload: memoryview) -> tuple[np.ndarray, tuple[int, int] | None]:
+    def _decode(self, payload: memoryview, epoch: int, position: int) -> tuple[np.ndarray, tuple[int, int] | None]:
         """The image, and its full ``(height, width)`` when ``fast_decode`` decoded it reduced (else ``None``)."""
         if self.fast_decode:
             size = jpeg_size(payload)
-            target = None if size is None else self._augmenter.reduced_decode_size(*size)
+            # a copy of the sample's stream: the augmenter draws the same numbers from its own
+            ahead = SampleRandom(self._aug_key, epoch, position) if self._random else None
+            target = None if size is None else self._augmenter.reduced_decode_size(*size, ahead)
             if target is not None:
                 return decode_pixels_scaled(payload, self.channels, *target, buffers=self._decode_buffers), size
         return decode_pixels(payload, self.channels, buffers=self._decode_buffers), None

@@ -65,7 +65,8 @@ class RecordIterParams:
     ``stick_to_shard``/``pad_last_batch`` (DALI-style contiguous parts),
     ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
     remote data, default ``$MXREC_CACHE_DIR``), ``fast_decode`` (decode JPEGs reduced, by libjpeg-turbo's
-    scaled IDCT, when ``resize`` scales them down anyway: :class:`~mxrec.train.loader.RecordSampleLoader`).
+    scaled IDCT, when ``resize`` or a random-resized crop scales them down anyway:
+    :class:`~mxrec.train.loader.RecordSampleLoader`).
     MXNet's ``shuffle_chunk_size``
     (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
     compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
