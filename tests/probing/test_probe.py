@@ -152,6 +152,7 @@ def test_a_bare_record_read_measures_storage(sorted_rec):
     result = mxrec.probe(sorted_rec, records=True, batch_size=16, batches=6)
     assert result.run.mode == "records" and result.bound == "storage"
     assert result.throughput()["samples"] == 96
+    assert "prefetch" not in [a.code for a in result.advice]  # nothing to fetch ahead for
     assert result.ok
 
 

@@ -128,8 +128,9 @@ def recommend(run: ProbeRun, bound: Check, checks: list[Check]) -> list[Advice]:
                                  f"{run.remote['requests']} remote requests in {run.seconds:.1f} s; later epochs "
                                  "read from local disk instead"))
         key = "prefetch_factor" if loader else "prefetch_buffer"
-        advice.append(Advice("prefetch", f"{key}={max(2 * run.prefetch, 8)}",
-                             "more batches fetched ahead hide storage latency (memory: see the memory check)"))
+        if run.mode != "records":  # a bare record read has nothing to prefetch for
+            advice.append(Advice("prefetch", f"{key}={max(2 * run.prefetch, 8)}",
+                                 "more batches fetched ahead hide storage latency (memory: see the memory check)"))
     cores = run.machine.physical_cores if run.machine else 0
     key = "num_workers" if loader else "preprocess_threads"
     if cores and run.threads > cores:

@@ -79,13 +79,15 @@ class ProbeResult:
         parts = breakdown(run)
         lines = [self.report.format_text(max_problems)]
         low, high = th["spread"] or [0, 0]
-        lines.append(f"  throughput: {th['images_per_second']:.0f} img/s ({th['mb_per_second']:.1f} MB/s of batches) "
+        unit = "records/s" if run.mode == "records" else "img/s"
+        lines.append(f"  throughput: {th['images_per_second']:.0f} {unit} ({th['mb_per_second']:.1f} MB/s of batches) "
                      f"over {th['batches']} batches in {th['seconds']:.1f} s after {run.warmup} warm-up batch(es); "
-                     f"rounds {low:.0f}..{high:.0f} img/s")
+                     f"rounds {low:.0f}..{high:.0f} {unit}")
         where = "" if parts["measured"] == "run" else " (measured in this process beside the workers)"
         stages = ", ".join(f"{s} {ms:.2f}" for s, ms in parts["ms_per_sample"].items())
-        lines.append(f"  per sample (ms of thread time){where}: {stages}; consumer waited "
-                     f"{100 * parts['wait_share']:.0f}% of the run")
+        if run.mode != "records":
+            lines.append(f"  per sample (ms of thread time){where}: {stages}; consumer waited "
+                         f"{100 * parts['wait_share']:.0f}% of the run")
         machine = run.machine
         if machine is not None:
             cpu = machine.cpu_per_core or []
