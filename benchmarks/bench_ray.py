@@ -79,7 +79,7 @@ def fresh(folder: Path, lst: Path) -> Path:
 
 
 def records(path: Path) -> list[tuple[object, bytes]]:
-    from mxrec.io.reader import RecordReader
+    from mxrec.io.opener import RecordReader
     from mxrec.io.shards import read_manifest
 
     if path.name.endswith(".manifest.json"):
@@ -168,7 +168,7 @@ def read_rounds(clusters: dict[int, LocalRayCluster], rec: Path, rounds: int) ->
     """Seconds to read every record / decode every image, locally and through Ray."""
     from mxrec.format.header import unpack
     from mxrec.image.codec import decode_pixels
-    from mxrec.io.reader import RecordReader
+    from mxrec.io.opener import RecordReader
     from mxrec.ray import read_recordio
 
     def read_local() -> None:

@@ -7,7 +7,7 @@ prints records/s, GETs per 1000 records (counted by the server) and bytes fetche
 * sequential scan: every record in file order;
 * block-shuffled epoch: the order mxrec uses for remote data by default (blocks of about 4 MiB, 8 a window),
   read a batch of 256 records at a time (``read_batch``) through the in-memory read-ahead window the
-  iterators give a block-shuffled remote reader (:func:`mxrec.train.prefetch.read_ahead_window`);
+  iterators give a block-shuffled remote reader (:meth:`mxrec.io.records.Records.read_ahead`);
 * fully random epoch: a global permutation, read a batch at a time;
 * cached second epoch: the block-shuffled epoch again, through a local block cache filled by the first.
 
@@ -29,10 +29,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.writer import RecordWriter
-from mxrec.train.prefetch import read_ahead_window
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, default_shuffle_block, epoch_order
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, epoch_order
 from testkit.servers import S3Server
 
 BATCH = 256  # records per read_batch call, as one batch of a data loader
@@ -71,7 +70,7 @@ def run(server: S3Server, bucket: str, folder: Path, name: str, count: int, size
     remote = RecordReader(url, storage_options=options)
     payload_bytes = int((remote.ends - remote.offsets).sum())
     batch = BATCH
-    block = default_shuffle_block(True, count, remote.nbytes)
+    block = remote.default_shuffle_block()
     orders = {
         "sequential scan": None,
         "block-shuffled epoch": epoch_order(count, shuffle=True, seed=1, epoch=0, shuffle_block=block,
@@ -80,7 +79,7 @@ def run(server: S3Server, bucket: str, folder: Path, name: str, count: int, size
     }
     rows = []
     windowed = RecordReader(url, storage_options=options)
-    read_ahead_window(windowed, block, DEFAULT_SHUFFLE_WINDOW)
+    windowed.read_ahead(block, DEFAULT_SHUFFLE_WINDOW)
     for workload, order in orders.items():
         if order is None:
             def local_work():

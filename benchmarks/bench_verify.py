@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     import simplejpeg
 
     from mxrec.doctor.contents import available_cores
-    from mxrec.doctor.verify import verify_dataset
+    from mxrec.doctor.verify_dataset import verify_dataset
 
     if not os.path.exists(rec):
         pack_photos(args.photos, rec)

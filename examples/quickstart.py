@@ -24,7 +24,7 @@ import numpy as np
 
 import mxrec
 import mxrec.recordio as recordio
-from mxrec.doctor.info import dataset_info
+from mxrec.doctor.dataset_info import dataset_info
 
 PHOTOS = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden" / "im2rec" / "photos200"
 

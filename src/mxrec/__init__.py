@@ -5,23 +5,28 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
   ``.idx``, ``.lst``).
-* :mod:`mxrec.io`: files, local or remote (memory maps, fsspec URLs, ranged reads, the block cache, atomic
-  output, ``RecordReader``, ``RecordWriter``, shard sets and ``open_dataset``, ``.idx`` and ``.lst`` files).
-  :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.storage`: bytes of files, local or remote (fsspec URLs, ranged reads, the block cache, memory
+  maps, atomic output), nothing about records.
+* :mod:`mxrec.io`: record files (the ``Records`` contract, ``RecordReader``, ``RecordWriter``, ``.idx`` and
+  ``.lst`` files, sharded output). :mod:`mxrec.image`: image bytes (signatures, headers, decode/encode).
+* :mod:`mxrec.datasets`: records composed into datasets (shard sets and ``open_dataset``, subsets, face sets).
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
-  (``ImageRecordIter``, ``ImageIter``).
+  (``ImageRecordIter``, ``ImageIter``); above them :mod:`mxrec.torch` (PyTorch datasets) and
+  :mod:`mxrec.ray` (Ray Data).
 * :mod:`mxrec.probing` (``mxrec.probe``: running a loader configuration briefly and diagnosing it).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
-Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``), :mod:`mxrec.torch` (PyTorch datasets).
+Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
 """
 
 from mxrec import recordio
+from mxrec.datasets.face_set import FaceSet, read_face_set
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.doctor.preview import contact_sheet
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.stats import dataset_stats
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import (
     DuplicateKeyError,
     HeaderError,
@@ -43,9 +48,8 @@ from mxrec.errors import (
 )
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.index import build_index, read_index, write_index
-from mxrec.io.insightface import FaceSet, read_face_set
-from mxrec.io.reader import RecordReader
-from mxrec.io.shardset import ShardSetReader, open_dataset
+from mxrec.io.opener import RecordReader
+from mxrec.io.records import Records
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records
 from mxrec.packing.job import pack_list, pack_prefix
@@ -53,7 +57,7 @@ from mxrec.packing.make_lists import make_lists, read_labelled_csv
 from mxrec.packing.prepare import ImageTransform
 from mxrec.probing import ProbeResult, probe
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
-from mxrec.train.verification import VerificationSet, load_verification_set
+from mxrec.train.face_pairs import VerificationSet, load_verification_set
 
 __version__ = "0.1.0"
 
@@ -79,6 +83,7 @@ __all__ = [
     "RecordKeyError",
     "RecordReader",
     "RecordWriter",
+    "Records",
     "RemoteAccessError",
     "RemoteError",
     "RemoteNotFoundError",

@@ -54,12 +54,12 @@ from mxrec.format import framing
 from mxrec.format.header import IRHEADER_FORMAT, IRHEADER_SIZE, IRHeader, pack, unpack
 from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_image, encode_image
-from mxrec.io.filesystem import is_url, local_path
 from mxrec.io.index import read_index
 from mxrec.io.keys import KeyStore
-from mxrec.io.mapping import map_file, release
 from mxrec.io.stream import RecordStream
 from mxrec.io.writer import FORK_GENERATION, RecordWriter
+from mxrec.storage.filesystem import is_url, local_path
+from mxrec.storage.memory_map import map_file, release
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img"]
 

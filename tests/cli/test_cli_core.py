@@ -6,8 +6,8 @@ import json
 import shutil
 
 from mxrec import read_index
-from mxrec.doctor.info import dataset_info
-from mxrec.doctor.verify import verify_recordio
+from mxrec.doctor.dataset_info import dataset_info
+from mxrec.doctor.verify_dataset import verify_recordio
 
 
 def test_index_refuses_ids_that_cannot_key(golden, tmp_path, mxrec_cli):

@@ -12,7 +12,7 @@ import pytest
 
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from testkit.cli import mxrec_env
 
 pytest.importorskip("cv2")

@@ -13,7 +13,7 @@ import mxrec.recordio as recordio
 from mxrec.errors import RecordFormatError, TruncatedRecordError
 from mxrec.format import framing
 from mxrec.format.header import IRHeader, pack, unpack
-from mxrec.io.mapping import map_file
+from mxrec.storage.memory_map import map_file
 
 
 def golden_payloads(golden):

@@ -15,7 +15,7 @@ from mxrec import build_index
 from mxrec.errors import MxrecError
 from mxrec.format.header import unpack
 from mxrec.io.lists import read_label_names, read_list, write_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.packing.job import find_prefix_lists, pack_list, pack_prefix
 from mxrec.packing.make_lists import (
     make_lists,

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import mxrec.recordio as recordio
-from mxrec.doctor.info import dataset_info
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.dataset_info import dataset_info
+from mxrec.doctor.verify_dataset import verify_dataset
 from testkit.insightface import face_jpeg, identity_record, make_face_set, rewrite_records
 
 WRITERS = ["dataset_merge", "face2rec2"]

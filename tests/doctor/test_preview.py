@@ -19,7 +19,7 @@ from mxrec.doctor.preview import (
 from mxrec.errors import IndexFileError, RecordKeyError
 from mxrec.format.header import unpack
 from mxrec.image.codec import decode_image
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from testkit.datasets import make_faulty_dataset
 
 

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from mxrec.doctor.repair import repair_dataset
-from mxrec.doctor.verify import verify_recordio
+from mxrec.doctor.verify_dataset import verify_recordio
 from mxrec.errors import MxrecError
 from mxrec.format import framing
 from mxrec.io.index import read_index
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from testkit.datasets import make_clean_dataset, make_faulty_dataset
 
 

@@ -13,7 +13,7 @@ from mxrec.doctor.stats import dataset_stats, plot_stats
 from mxrec.format import framing
 from mxrec.format.header import IRHeader, pack, unpack
 from mxrec.io.lists import read_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 
 
 @pytest.fixture

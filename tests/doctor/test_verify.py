@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mxrec.doctor.contents import read_contents
-from mxrec.doctor.verify import verify_dataset, verify_recordio
+from mxrec.doctor.verify_dataset import verify_dataset, verify_recordio
 from mxrec.format import framing
 from mxrec.format.header import IRHeader, pack
 from testkit.datasets import NUM_CLASSES, clean_jpeg, make_clean_dataset, make_faulty_dataset

@@ -26,7 +26,7 @@ from mxrec.errors import (
 )
 from mxrec.format import framing
 from mxrec.format.header import IRHeader, pack
-from mxrec.io.atomic import PARTIAL_SUFFIX
+from mxrec.storage.atomic import PARTIAL_SUFFIX
 
 MAGIC = framing.MAGIC_BYTES
 

@@ -12,12 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mxrec.datasets.shard_set import ShardSetReader, open_dataset
 from mxrec.errors import ManifestError, RemoteAccessError, RemoteError, RemoteNotFoundError
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
-from mxrec.io.shardset import ShardSetReader, open_dataset
 from mxrec.io.writer import RecordWriter
-from mxrec.train.prefetch import read_ahead_window
 from mxrec.train.sampler import BatchSampler
 from testkit.cli import mxrec_env
 from testkit.iterdata import IM2REC, pack_photos
@@ -72,7 +71,7 @@ def test_s3_open_scan_and_shuffled_epochs_make_few_requests(s3_server, s3_data, 
     assert gets(s3_server, mark) <= 4 * len(sampler.epoch(0)[0]) < N / 10  # a batch touches <= 4 blocks
 
     windowed = RecordReader(url, storage_options=options)
-    read_ahead_window(windowed, 100, 4)  # as the iterators do for a block-shuffled remote dataset
+    windowed.read_ahead(100, 4)  # as the iterators do for a block-shuffled remote dataset
     mark = s3_server.log.mark()
     seen = []
     for plan in sampler.epoch(0)[0]:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from mxrec.format.manifest import ShardEntry
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit, read_manifest
 
 

@@ -10,7 +10,7 @@ import pytest
 from mxrec.errors import UnsafePathError
 from mxrec.format.header import IRHeader, pack
 from mxrec.io.lists import read_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import extract_records, image_extension, label_folder
 from mxrec.packing.job import pack_list

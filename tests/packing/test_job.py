@@ -12,7 +12,7 @@ from mxrec.errors import ListFileError, PackError, UnsafePathError
 from mxrec.format.header import unpack
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
-from mxrec.io.reader import RecordReader
+from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths
 from mxrec.packing.job import pack_list, pack_prefix, record_label
 from mxrec.packing.prepare import ImageTransform
@@ -74,7 +74,7 @@ def test_pass_through_skips_empty_and_cut_files_and_reports_what_is_no_image(bro
 
 
 def test_headers_only_verify_reports_a_payload_that_is_no_image(broken_set, tmp_path):
-    from mxrec.doctor.verify import verify_dataset
+    from mxrec.doctor.verify_dataset import verify_dataset
 
     lst, root = broken_set
     pack_list(lst, root, transform=ImageTransform(pass_through=True))

@@ -8,6 +8,8 @@ import pytest
 
 from mxrec import ImageRecordIter, ParameterError
 from mxrec.image.codec import decode_pixels, decode_pixels_scaled, jpeg_size
+from mxrec.train.params import DECODE_OPTIONS, preprocess_params
+from mxrec.train.record_iter import RecordIterParams
 from testkit.iterdata import image_record, write_records
 
 
@@ -68,13 +70,26 @@ def test_torch_dataset_fast_decode_matches_the_iterator(big_jpegs):
     pytest.importorskip("torch")
     from mxrec.torch import ImageRecordDataset
 
-    with pytest.raises(ParameterError, match="preprocess"):
-        ImageRecordDataset(str(big_jpegs), fast_decode=True)
-    preprocess = dict(data_shape=(3, 64, 64), resize=72)
-    dataset = ImageRecordDataset(str(big_jpegs), preprocess=preprocess, fast_decode=True)
+    preprocess = dict(data_shape=(3, 64, 64), resize=72, fast_decode=True)
+    dataset = ImageRecordDataset(str(big_jpegs), preprocess=preprocess)
+    assert dataset.fast_decode
     data, _ = dataset.__getitems__(list(range(4)))
-    with ImageRecordIter(path_imgrec=str(big_jpegs), batch_size=4, fast_decode=True, **preprocess) as it:
+    with ImageRecordIter(path_imgrec=str(big_jpegs), batch_size=4, **preprocess) as it:
         np.testing.assert_array_equal(data.numpy(), next(it).data[0])
+    full, _ = ImageRecordDataset(str(big_jpegs), preprocess={**preprocess, "fast_decode": False}).__getitems__(
+        list(range(4)))
+    assert not np.array_equal(data.numpy(), full.numpy())  # it did decode reduced
+
+
+def test_only_the_sample_loader_paths_take_fast_decode():
+    """One split (train/params): the torch preprocess path takes fast_decode, a path that decodes by itself
+    (Ray's TrainImages) refuses it by name rather than as an unknown parameter."""
+    params = dict(data_shape=(3, 8, 8), resize=16, fast_decode=True)
+    augment, _ = preprocess_params(params, "preprocess", decode=True)
+    assert augment.resize == 16
+    with pytest.raises(ParameterError, match="TrainImages: fast_decode is not supported here"):
+        preprocess_params(params, "TrainImages")
+    assert set(DECODE_OPTIONS) <= set(RecordIterParams.names())  # the iterator takes them among its own
 
 
 def test_fast_decode_for_random_resized_crops_keeps_the_boxes(big_jpegs):

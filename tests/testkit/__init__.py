@@ -7,8 +7,9 @@
   with a request log to count against and fault knobs; :mod:`testkit.fixtures` makes them pytest fixtures.
 * :mod:`testkit.ranks`: real ``torch.distributed`` (gloo) rank processes on loopback.
 * :mod:`testkit.ray_cluster`: a real local Ray cluster on loopback (``ray_cluster``, ``ray_driver``, ``ray_local``
-  fixtures), stopped by its own processes. (The Ray tests live in ``tests/cluster/``: a ``tests/ray`` folder
-  on the path would shadow an uninstalled ``ray``.)
+  fixtures), stopped by its own processes. (The Ray tests live in ``tests/ray/``, without ``__init__.py``: with
+  Ray installed, ``import ray`` finds the package, which wins over the folder; without it, ``ray_cluster``
+  skips, since ``import ray`` then finds only the folder, which has no ``ray.data``.)
 
 :data:`GOLDEN` is ``tests/data/golden``: files written by real MXNet 1.9.1 (see its README).
 """

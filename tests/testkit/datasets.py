@@ -204,6 +204,13 @@ def make_clean_dataset(path: Path, count: int = 20, classes: int = 4) -> list[by
     return payloads
 
 
+def make_photo_set(path: Path, count: int, width: int = 160, height: int = 120) -> None:
+    """``count`` noisy JPEG photos (about 13 KB at 160x120), keys and ids ``0..count-1``, labels ``key % 5``,
+    as ``path`` and its ``.idx``: large enough for the remote tests to span several read-ahead windows."""
+    write_indexed(path, range(count), [_record(k, k % 5, jpeg(photo(k, width, height), quality=95))
+                                       for k in range(count)])
+
+
 def write_indexed(rec: Path, keys: Iterable[int], payloads: list[bytes]) -> None:
     """``payloads`` as ``rec`` and the ``.idx`` beside it, listed under ``keys``."""
     with RecordWriter(rec, index=True) as writer:

@@ -106,7 +106,7 @@ def test_record_iter_on_s3_fetches_batches_not_records(s3_server, s3_bucket, rec
 
 
 def test_record_iter_reads_a_shard_set_as_one_dataset(rec, tmp_path):
-    from mxrec.io.reader import RecordReader
+    from mxrec.io.opener import RecordReader
     from mxrec.io.shards import ShardedWriter, ShardLimit
 
     with RecordReader(rec) as reader, ShardedWriter(tmp_path / "sub.rec", ShardLimit(records=16)) as writer:

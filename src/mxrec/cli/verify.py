@@ -26,7 +26,7 @@ from mxrec.doctor.contents import available_cores
 from mxrec.doctor.html import verify_page, write_page
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.sets import verify as verify_dataset
-from mxrec.doctor.verify import DATASET_KINDS
+from mxrec.doctor.verify_dataset import DATASET_KINDS
 from mxrec.format.insightface import LAYOUTS
 
 HELP = "check a dataset (.rec, .idx, labels, images, .lst); exit 1 on a fault"
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     check_engine(args)
     if args.engine == "ray":
         from mxrec.ray.session import ray_session  # imported here: everything else works without Ray
-        from mxrec.ray.verify import verify_dataset_ray
+        from mxrec.ray.verify_tasks import verify_dataset_ray
 
         with ray_session(args.address):  # connected (or told why not) before any work
             return check(args, verify_dataset_ray)

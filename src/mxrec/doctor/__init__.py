@@ -1,16 +1,19 @@
 """The dataset doctor: summarising, checking, repairing and looking at RecordIO datasets.
 
-* :mod:`~mxrec.doctor.verify`: the runner of every check; :mod:`~mxrec.doctor.report`: its result
+* :mod:`~mxrec.doctor.verify_dataset`: the runner of every check; :mod:`~mxrec.doctor.report`: its result
   (``Report`` of ``Check`` s of ``Problem`` s).
 * the checks: :mod:`~mxrec.doctor.check_recordio` (framing, padding, index), :mod:`~mxrec.doctor.check_labels`,
   :mod:`~mxrec.doctor.check_images`, :mod:`~mxrec.doctor.check_leakage` (duplicates, train/val leakage),
   :mod:`~mxrec.doctor.check_lst`, :mod:`~mxrec.doctor.check_layout` (InsightFace face sets); they read one
   pass of facts per record, :mod:`~mxrec.doctor.contents`.
 * :mod:`~mxrec.doctor.sets`: ``info`` and ``verify`` of a shard set, per shard and in total.
-* :mod:`~mxrec.doctor.info` (``mxrec info``), :mod:`~mxrec.doctor.stats`, :mod:`~mxrec.doctor.preview`
+* :mod:`~mxrec.doctor.dataset_info` (``mxrec info``), :mod:`~mxrec.doctor.stats`, :mod:`~mxrec.doctor.preview`
   (contact sheets), :mod:`~mxrec.doctor.repair` (a clean copy of a damaged file).
+* :mod:`~mxrec.doctor.html`: reports as self-contained HTML pages (``verify --html``; the kit ``probe`` shares).
 
 Library code reports progress through ``progress(done, total)`` callbacks and
-never prints. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,
-:mod:`mxrec.io`, :mod:`mxrec.image`.
+never prints. The checks read whole files byte by byte (framing, padding, what lies between records), so they map
+them through :mod:`mxrec.storage` rather than reading records. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,
+:mod:`mxrec.storage`, :mod:`mxrec.io`,
+:mod:`mxrec.datasets`, :mod:`mxrec.image`.
 """

@@ -18,10 +18,10 @@ import os
 
 import numpy as np
 
+from mxrec.datasets.face_set import read_property
 from mxrec.doctor.contents import RecordContent
 from mxrec.doctor.report import Check, Problem
 from mxrec.format.insightface import HEADER_KEY, FaceLayout, key_range, layout_problems
-from mxrec.io.insightface import read_property
 
 
 def check_face_layout(contents: list[RecordContent], layout: FaceLayout | None,

@@ -18,8 +18,8 @@ import numpy as np
 from mxrec.doctor.report import Check, Problem
 from mxrec.format import framing
 from mxrec.format.idx import Index, IntKeys, KeyType
-from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import try_read_index
+from mxrec.storage.filesystem import StorageOptions
 
 
 def check_framing(buf: framing.Buffer, path: str) -> tuple[Check, list[framing.RecordSpan]]:

@@ -23,16 +23,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mxrec.datasets.shard_set import resolve_dataset
 from mxrec.errors import HeaderError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.idx import Index, KeyType
 from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, resolve_layout
 from mxrec.image.inspect import ImageFacts, inspect_image
-from mxrec.io.filesystem import StorageOptions
 from mxrec.io.index import resolve_index, try_read_index
-from mxrec.io.mapping import mapped
-from mxrec.io.shardset import resolve_dataset
+from mxrec.storage.filesystem import StorageOptions
+from mxrec.storage.memory_map import mapped
 
 RECORDS_PER_TASK = 32  # records one pool task handles: enough to make the hand-off cost negligible
 #: Another way to collect the facts of a file's intact records (``mxrec.ray``: on a cluster):
@@ -232,7 +232,7 @@ def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
                   storage_options: StorageOptions = None) -> FileContents:
     """:func:`scan_contents` over every intact record of a dataset (stepping over damaged framing).
 
-    ``rec_path`` is a file or URL, or a shard set (:func:`mxrec.io.shardset.resolve_dataset`): then the
+    ``rec_path`` is a file or URL, or a shard set (:func:`mxrec.datasets.shard_set.resolve_dataset`): then the
     shards' records follow each other, positions running across them (an InsightFace face layout is one
     file's, so shards are read as plain). Keys come from the ``.idx`` (default: beside the file, if present
     and readable), else positions.

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.shard_set import open_dataset
 from mxrec.doctor.report import Check, Report
 from mxrec.errors import MxrecError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import decode_pixels, encode_image, opencv
-from mxrec.io.atomic import atomic_open
-from mxrec.io.shardset import open_dataset
+from mxrec.storage.atomic import atomic_open
 
 THUMBNAILS_PER_CHECK = 12
 THUMBNAIL = 96

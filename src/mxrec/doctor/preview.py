@@ -18,14 +18,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mxrec.datasets.face_set import read_face_set
+from mxrec.datasets.shard_set import open_dataset
 from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
 from mxrec.image.codec import can_encode, decode_image, encode_image, opencv
-from mxrec.io.atomic import atomic_open
-from mxrec.io.insightface import read_face_set
-from mxrec.io.reader import KeyedRecords
-from mxrec.io.shardset import open_dataset
+from mxrec.io.records import Records
+from mxrec.storage.atomic import atomic_open
 
 CAPTION_HEIGHT = 22
 GAP = 2
@@ -119,7 +119,7 @@ def grid(tiles: Sequence[np.ndarray], columns: int | None = None) -> np.ndarray:
     return sheet
 
 
-def sample_records(reader: KeyedRecords) -> list[int]:
+def sample_records(reader: Records) -> list[int]:
     """The positions a sample is drawn from: every record, or an InsightFace face set's faces only."""
     try:
         faces = read_face_set(reader)
@@ -135,7 +135,7 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     """``(sheet, keys shown)``: the records with ``keys`` (default: ``count`` sampled with ``seed``) as a grid.
 
     The sample is drawn from the samples of the dataset: an InsightFace face
-    set's faces (:func:`~mxrec.io.insightface.read_face_set`), else every record.
+    set's faces (:func:`~mxrec.datasets.face_set.read_face_set`), else every record.
 
     ``rec_path`` may be a URL or a shard set. Keys are ``.idx`` keys (default
     ``.idx``: beside the file), or positions when there is none. Raises

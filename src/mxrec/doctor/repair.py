@@ -27,8 +27,8 @@ from mxrec.errors import MxrecError, RecordFormatError
 from mxrec.format import framing
 from mxrec.format.idx import Index, KeyType, index_path_for
 from mxrec.io.index import build_index, resolve_index, try_read_index, write_index
-from mxrec.io.mapping import map_file, release
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.memory_map import map_file, release
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Summaries and checks of shard sets: ``mxrec info`` and ``mxrec verify`` per shard and in total.
 
-:func:`info` and :func:`verify` take anything :func:`mxrec.io.shardset.resolve_dataset`
+:func:`info` and :func:`verify` take anything :func:`mxrec.datasets.shard_set.resolve_dataset`
 names. One file (local or a URL) gets the usual
-:class:`~mxrec.doctor.info.DatasetInfo` / :class:`~mxrec.doctor.report.Report`;
+:class:`~mxrec.doctor.dataset_info.DatasetInfo` / :class:`~mxrec.doctor.report.Report`;
 a shard set gets a :class:`ShardSetInfo` / :class:`ShardSetReport`: one per
 shard, the totals, and, with a manifest, a ``manifest`` check that every
 shard exists and holds the records and bytes the manifest says.
@@ -14,13 +14,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from mxrec.doctor.info import DatasetInfo, dataset_info
+from mxrec.datasets.shard_set import Shard, resolve_dataset
+from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
 from mxrec.doctor.report import Check, Problem, Report
-from mxrec.doctor.verify import verify_dataset
+from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ManifestError
 from mxrec.format.idx import KeyType
-from mxrec.io.filesystem import StorageOptions, exists
-from mxrec.io.shardset import Shard, resolve_dataset
+from mxrec.storage.filesystem import StorageOptions, exists
 
 
 def _name(spec: Any, manifest: str | None) -> str:
@@ -50,7 +50,7 @@ def manifest_check(shards: list[Shard], found: list[tuple[int, int] | None], man
 
 @dataclass
 class ShardSetInfo:
-    """:class:`~mxrec.doctor.info.DatasetInfo` of every shard, the totals, and the manifest check."""
+    """:class:`~mxrec.doctor.dataset_info.DatasetInfo` of every shard, the totals, and the manifest check."""
 
     path: str
     shards: list[DatasetInfo]
@@ -147,7 +147,8 @@ def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyTy
            storage_options: StorageOptions = None, **options: Any) -> Report | ShardSetReport:
     """``mxrec verify``: one file's :class:`Report`, or a report per shard and the manifest check.
 
-    ``options`` are :func:`~mxrec.doctor.verify.verify_dataset`'s; ``lst`` and ``against`` apply to one file only.
+    ``options`` are :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``lst`` and ``against`` apply to one
+    file only.
     """
     shards, manifest = resolve_dataset(spec, storage_options)
     if len(shards) == 1 and manifest is None:

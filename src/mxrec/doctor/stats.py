@@ -26,7 +26,7 @@ from mxrec.doctor.check_labels import class_counts, labelled_records, resolve_la
 from mxrec.doctor.contents import read_contents
 from mxrec.errors import MxrecError
 from mxrec.format.idx import KeyType
-from mxrec.io.atomic import atomic_path
+from mxrec.storage.atomic import atomic_path
 
 QUANTILES = (0.0, 0.05, 0.5, 0.95, 1.0)
 VALUE_BINS = 20  # histogram bins for labels that are not class ids

@@ -9,7 +9,7 @@ naming rule) is :mod:`mxrec.format.idx`; this module does the file I/O.
   callers that carry on without one (the doctor, repair) and want the error.
 * :func:`scan_index` / :func:`build_index` rebuild a lost or broken ``.idx``.
 
-Every path may be a URL (:mod:`mxrec.io.filesystem`); an ``.idx`` written to
+Every path may be a URL (:mod:`mxrec.storage.filesystem`); an ``.idx`` written to
 one is uploaded whole when complete.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO, TypeVar
 
@@ -38,9 +38,9 @@ from mxrec.format.idx import (
     parse_index,
     parse_int_lines,
 )
-from mxrec.io.atomic import atomic_open
-from mxrec.io.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
-from mxrec.io.mapping import mapped
+from mxrec.storage.atomic import atomic_open
+from mxrec.storage.filesystem import StorageOptions, exists, is_url, local_path, read_bytes
+from mxrec.storage.memory_map import mapped
 
 KEY_SOURCES = ("auto", "position", "id")
 T = TypeVar("T")
@@ -138,7 +138,7 @@ def try_read_index(path: str | os.PathLike, key_type: KeyType = int,
 
 def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int],
                 storage_options: StorageOptions = None) -> None:
-    """Write an ``.idx`` file atomically (see :mod:`mxrec.io.atomic`), a block of lines at a time."""
+    """Write an ``.idx`` file atomically (see :mod:`mxrec.storage.atomic`), a block of lines at a time."""
     key_blocks = (keys[i:i + _FORMAT_BLOCK] for i in range(0, len(keys), _FORMAT_BLOCK)) if isinstance(
         keys, (IntKeys, list, range)) else _blocks(iter(keys))
     offset_blocks = (offsets[i:i + _FORMAT_BLOCK] for i in range(0, len(offsets), _FORMAT_BLOCK)) if isinstance(
@@ -234,3 +234,20 @@ def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None 
     write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
                 storage_options)
     return index, source
+
+
+_CHECK_BLOCK = 1 << 16  # .idx offsets range-checked at once
+
+
+def check_offset_range(offsets: np.ndarray, keys: Sequence, size: int, path: str,
+                       index_path: str | None) -> None:
+    """Reject the first ``.idx`` offset that is negative, unaligned, or leaves no room for a part header."""
+    for first in range(0, len(offsets), _CHECK_BLOCK):  # in blocks: no full-size temporaries for 10M keys
+        block = offsets[first:first + _CHECK_BLOCK]
+        bad = (block < 0) | (block > size - framing.PART_HEADER_SIZE) | (block & 3 != 0)
+        if bad.any():
+            i = first + int(np.flatnonzero(bad)[0])
+            off = int(offsets[i])
+            why = "is not 4-byte aligned in" if 0 <= off <= size - framing.PART_HEADER_SIZE else "lies outside"
+            raise IndexFileError(index_path, f"key {keys[i]!r}: offset {off} {why} {path} ({size} bytes)",
+                                 key=keys[i])

@@ -6,8 +6,8 @@ import os
 from collections.abc import Iterable, Iterator
 
 from mxrec.format.lst import ListEntry, format_label_names, format_list_line, parse_label_names, parse_list_line
-from mxrec.io.atomic import atomic_open
-from mxrec.io.filesystem import open_input
+from mxrec.storage.atomic import atomic_open
+from mxrec.storage.filesystem import open_input
 
 LABELS_SUFFIX = ".labels"
 
@@ -32,7 +32,7 @@ def read_list(path: str | os.PathLike) -> list[ListEntry]:
 
 
 def write_list(path: str | os.PathLike, entries: Iterable[ListEntry], exact: bool = False) -> None:
-    """Write a ``.lst`` file atomically (see :mod:`mxrec.io.atomic`).
+    """Write a ``.lst`` file atomically (see :mod:`mxrec.storage.atomic`).
 
     ``exact``: as in :func:`format_list_line`.
     """

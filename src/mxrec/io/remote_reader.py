@@ -1,6 +1,7 @@
-"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place, with ``RecordReader``'s API.
+"""The remote reader: a ``.rec`` on S3, GCS, HTTP, HDFS... read in place (the :class:`~mxrec.io.records.Records`
+contract).
 
-``RecordReader("s3://bucket/train.rec")`` returns a :class:`RemoteRecordReader`.
+``RecordReader("s3://bucket/train.rec")`` (:func:`~mxrec.io.opener.RecordReader`) opens a :class:`RemoteRecordReader`.
 Opening reads the ``.idx`` whole, in one request (the one beside the ``.rec``
 when there is one, as locally), and asks for the ``.rec``'s size (one request,
 saved when the size is known, e.g. from a shard manifest). Each record's byte
@@ -8,7 +9,7 @@ extent runs from its offset to the next larger offset in the index (the end
 of the file for the last), so a record is fetched with exactly its bytes.
 
 * ``read_batch(positions)`` fetches every record of the batch with coalesced
-  ranged reads (:class:`~mxrec.io.source.RemoteFile`): records that lie close
+  ranged reads (:class:`~mxrec.storage.remote_file.RemoteFile`): records that lie close
   together, as in a block-shuffled epoch, arrive in one request.
 * iterating reads the file front to back in large ranged reads.
 * ``reader[i]`` is one ranged read (use ``read_batch`` for many records).
@@ -32,16 +33,29 @@ from typing import Literal
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RemoteNotFoundError, TruncatedRecordError
+from mxrec.errors import (
+    ClosedFileError,
+    IndexFileError,
+    RecordFormatError,
+    RecordKeyError,
+    RemoteNotFoundError,
+    TruncatedRecordError,
+)
 from mxrec.format import framing
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
-from mxrec.io.cache import BlockCache
-from mxrec.io.filesystem import StorageOptions, is_url, read_bytes
+from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
-from mxrec.io.reader import RecordReader, check_offset_range
-from mxrec.io.source import RemoteFile
+from mxrec.io.records import IOStats, Records, blocks_of
+from mxrec.io.shuffle_window import ShuffleWindow
+from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.filesystem import StorageOptions, is_url, read_bytes
+from mxrec.storage.remote_file import RemoteFile
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
+
+
+class GlobalShuffleWarning(UserWarning):
+    """Remote records read in a global shuffle: about one ranged request per record."""
 
 
 class NoIndexWarning(UserWarning):
@@ -57,20 +71,26 @@ def record_ends(offsets: np.ndarray, size: int) -> np.ndarray:
     return np.where(following < len(starts), starts[np.minimum(following, len(starts) - 1)], size).astype(np.int64)
 
 
+def warn_global_shuffle(path: str, num_records: int) -> None:
+    """Say what a global shuffle of remote records costs (a ranged request for about every record)."""
+    warnings.warn(f"{path}: a global shuffle (shuffle_block=0) of remote records reads them in random order: "
+                  f"about one ranged request per record, {num_records} requests an epoch, each paying the store's "
+                  "latency; a block shuffle (shuffle_block=None, or records per block) reads whole blocks instead",
+                  GlobalShuffleWarning, stacklevel=3)
+
+
 def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:
     """The same framing error, its offset made absolute (``base`` + the offset in the fetched bytes)."""
     return type(exc)(path, base + exc.offset, exc.reason + note)
 
 
-class RemoteRecordReader(RecordReader):
-    """A remote ``.rec`` (see the module docstring); made by ``RecordReader(url, ...)``.
+class RemoteRecordReader(Records):
+    """A remote ``.rec`` (see the module docstring); opened by ``RecordReader(url, ...)``.
 
     ``storage_options`` go to fsspec; ``cache_dir`` (or ``$MXREC_CACHE_DIR``)
-    keeps fetched blocks on local disk (:mod:`mxrec.io.cache`); ``size`` and
+    keeps fetched blocks on local disk (:mod:`mxrec.storage.block_cache`); ``size`` and
     ``version`` save the request that would ask for them.
     """
-
-    is_remote = True
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
@@ -86,7 +106,6 @@ class RemoteRecordReader(RecordReader):
         self.damage: RecordFormatError | None = None
         self.scanned = False
         self._closed = False
-        self._buf = None
         self.file = RemoteFile(self.path, self.storage_options, size=size, version=version,
                                cache=BlockCache.from_setting(cache_dir))
         index_text, self.index_path = self._index_text(index)
@@ -98,6 +117,9 @@ class RemoteRecordReader(RecordReader):
         self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
+        self._window: ShuffleWindow | None = None  # see read_ahead
+        self._origin = 0
+        self._extents: dict[int, tuple[int, int] | None] = {}
         self._key_store = KeyStore(parsed.keys)
         self._table = memoryview(parsed.offsets)  # as RecordReader's
 
@@ -155,19 +177,43 @@ class RemoteRecordReader(RecordReader):
 
     # -- state ---------------------------------------------------------------
 
-    def _buffer(self) -> None:  # no mapping: reads go through self.file
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_table"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._table = memoryview(self.offsets)
+
+    def _check_open(self) -> None:
         if self._closed:
             raise ClosedFileError(f"{self.path}: reader is closed")
 
     @property
     def nbytes(self) -> int:
+        """Size of the ``.rec`` file in bytes."""
         return self.file.size
+
+    def stored_size(self) -> int:
+        """The size the store reports now (one request; :attr:`nbytes` may come from a manifest)."""
+        return self.file.stat()["size"]
 
     def close(self) -> None:
         """Idempotent. Reading afterwards raises :class:`ClosedFileError`."""
         self._closed = True
 
     # -- reading ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def position(self, key: object) -> int:
+        """Position of the record with ``key`` (the last one when duplicates are allowed)."""
+        try:
+            return self._key_store.position(key)
+        except KeyError:
+            raise RecordKeyError(self.index_path or self.path, key) from None
 
     def __getitem__(self, position: int) -> bytes:
         return self.read_batch([position])[0]
@@ -180,13 +226,14 @@ class RemoteRecordReader(RecordReader):
 
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         """The records at ``positions``, in that order, fetched with coalesced ranged reads."""
-        self._buffer()
+        self._check_open()
         at = np.asarray(positions, dtype=np.int64)
         if at.size and (at.max() >= len(self.offsets) or at.min() < -len(self.offsets)):
             raise IndexError(f"{self.path}: record position out of range for {len(self.offsets)} records")
+        at = np.where(at < 0, at + len(self.offsets), at)
         starts, ends = self.offsets[at].tolist(), self.ends[at].tolist()
         ranges = list(zip(starts, ends, strict=True))
-        datas = self.file.read_ranges(ranges)
+        datas = self.file.read_ranges(ranges) if self._window is None else self._windowed(at, ranges)
         out = []
         for position, (start, end), data in zip(at.tolist(), ranges, datas, strict=True):
             try:
@@ -194,6 +241,63 @@ class RemoteRecordReader(RecordReader):
             except RecordFormatError:
                 out.append(self._refetch(position, start, end))
         return out
+
+    fetch = read_batch
+
+    def io_stats(self) -> IOStats:
+        """Ranged requests and bytes of this file, and its block cache's lookups (shared with the other files
+        that use the cache)."""
+        cache = self.file.cache
+        return IOStats(self.file.requests, self.file.bytes_fetched, cache.hits if cache is not None else 0,
+                       cache.misses if cache is not None else 0)
+
+    def default_shuffle_block(self) -> int:
+        """Blocks of about :data:`~mxrec.io.records.REMOTE_BLOCK_BYTES`: every jump costs a request."""
+        return blocks_of(len(self), self.nbytes)
+
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+        """Keep the shuffle blocks being read in memory (:class:`~mxrec.io.shuffle_window.ShuffleWindow`), unless
+        a disk cache keeps the file already; a global shuffle (``shuffle_block=0``) costs a request per record:
+        warn."""
+        if shuffle_block <= 0:
+            warn_global_shuffle(self.path, len(self))
+        elif len(self):
+            self.share_window(ShuffleWindow.sized(shuffle_block, shuffle_window, lookahead), origin)
+
+    def share_window(self, window: ShuffleWindow, origin: int = 0) -> None:
+        """Read through ``window`` (unless the file has a disk cache); this file's position 0 is number
+        ``origin`` of the shuffled order (a shard's first position in its set)."""
+        if self.file.cache is None:
+            self._window, self._origin, self._extents = window, origin, {}
+
+    def _extent(self, number: int) -> tuple[int, int] | None:
+        """The bytes shuffle block ``number`` spans; ``None`` when its records are not together in the file."""
+        if number not in self._extents:
+            k = self._window.shuffle_block
+            lo, hi = max(0, number * k - self._origin), min(len(self), (number + 1) * k - self._origin)
+            start, end = int(self.offsets[lo:hi].min()), int(self.ends[lo:hi].max())
+            needed = int((self.ends[lo:hi] - self.offsets[lo:hi]).sum())
+            self._extents[number] = (start, end) if end - start <= 2 * needed + (64 << 10) else None
+        return self._extents[number]
+
+    def _windowed(self, at: np.ndarray, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of ``ranges`` (records ``at``) cut from their shuffle blocks, fetched once through the window."""
+        window = self._window
+        numbers = ((at + self._origin) // window.shuffle_block).tolist()
+        together = sorted({n for n in numbers if self._extent(n) is not None})
+        blocks = window.blocks(self.path, together, lambda missing: self.file.read_ranges(
+            [self._extent(n) for n in missing]))
+        out: list[bytes | None] = [None] * len(ranges)
+        apart = []
+        for slot, (n, (start, end)) in enumerate(zip(numbers, ranges, strict=True)):
+            extent = self._extents[n]
+            if extent is None:
+                apart.append(slot)
+            else:
+                out[slot] = blocks[n][start - extent[0]:end - extent[0]]
+        for slot, data in zip(apart, self.file.read_ranges([ranges[s] for s in apart]), strict=True):
+            out[slot] = data
+        return out  # type: ignore[return-value]
 
     def _refetch(self, position: int, start: int, end: int) -> bytes:
         """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""

@@ -13,7 +13,7 @@ whole job closes successfully, so an interrupted job leaves no shard that
 looks finished, not even the early ones. The set's manifest
 (:mod:`mxrec.format.manifest`, ``name.manifest.json``) is written last.
 ``rec_path`` may be a URL: every shard is then spooled locally and uploaded
-by ``close`` (:class:`~mxrec.io.atomic.RemoteOutput`), ``.rec`` before
+by ``close`` (:class:`~mxrec.storage.atomic.RemoteOutput`), ``.rec`` before
 ``.idx``, the manifest last.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from mxrec.errors import OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, parse_manifest
-from mxrec.io.atomic import PartialFile, RemoteOutput, atomic_open, output_for
-from mxrec.io.filesystem import StorageOptions, basename, exists, filesystem, is_url, read_bytes, remote_error
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.atomic import PartialFile, RemoteOutput, atomic_open, output_for
+from mxrec.storage.filesystem import StorageOptions, basename, exists, filesystem, is_url, read_bytes, remote_error
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,

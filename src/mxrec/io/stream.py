@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError
 from mxrec.format import framing
-from mxrec.io.cache import BlockCache
-from mxrec.io.filesystem import StorageOptions
-from mxrec.io.source import RemoteFile
+from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.filesystem import StorageOptions
+from mxrec.storage.remote_file import RemoteFile
 
 FIRST_WINDOW = 64 << 10
 MAX_WINDOW = 16 << 20

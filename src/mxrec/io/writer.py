@@ -10,7 +10,7 @@ Guarantees:
   exception inside ``with`` (or Ctrl-C) removes the partial files, so nothing
   that looks finished is ever left half-written.
 * A URL (``s3://...``) is written locally and uploaded by :meth:`RecordWriter.close`
-  (always atomic: :class:`~mxrec.io.atomic.RemoteOutput`), the ``.rec``
+  (always atomic: :class:`~mxrec.storage.atomic.RemoteOutput`), the ``.rec``
   before its ``.idx``, byte-identical to a local write; an exception inside
   ``with`` uploads nothing.
 * A writer belongs to the process that opened it; using it in a forked child
@@ -29,8 +29,8 @@ import numpy as np
 from mxrec.errors import ClosedFileError, ForkedWriterError
 from mxrec.format import framing
 from mxrec.format.idx import KeyType, format_index, index_path_for
-from mxrec.io.atomic import output_for
-from mxrec.io.filesystem import StorageOptions, is_url, local_path
+from mxrec.storage.atomic import output_for
+from mxrec.storage.filesystem import StorageOptions, is_url, local_path
 
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
 _SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise

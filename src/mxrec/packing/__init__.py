@@ -6,6 +6,6 @@
 * :mod:`~mxrec.packing.extract`: a ``.rec`` -> image files and a ``.lst`` that packs them again.
 
 Library code reports progress through callbacks and never prints. May import:
-:mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`, :mod:`mxrec.image`,
-:mod:`mxrec.transforms` (its geometry kernels).
+:mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`, :mod:`mxrec.datasets`,
+:mod:`mxrec.image`, :mod:`mxrec.transforms` (its geometry kernels).
 """

@@ -12,7 +12,7 @@ known image). Layout in ``OUT_DIR``:
 * records with a label array (``flag > 0``) and, with ``flat``, all records go
   straight into ``OUT_DIR`` as ``<id>.<ext>``.
 
-An InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`;
+An InsightFace face set (:func:`~mxrec.datasets.face_set.read_face_set`;
 ``layout`` as there) gives its faces only, each in the folder of its class
 (its label, or its first label): the header and identity records hold no
 image. The ``.lst`` then packs a plain dataset of the faces.
@@ -31,7 +31,7 @@ every folder is checked after it is made (a symbolic link in ``OUT_DIR``
 pointing elsewhere is refused), and files are opened without following
 symbolic links.
 
-The input may be anything :func:`mxrec.io.shardset.open_dataset` opens (a URL,
+The input may be anything :func:`mxrec.datasets.shard_set.open_dataset` opens (a URL,
 a shard set; read front to back in large reads). ``OUT_DIR`` may be a URL:
 the files are written to a local temporary folder and uploaded, the ``.lst``
 last, so a listed set is a complete one.
@@ -46,16 +46,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mxrec.datasets.face_set import read_face_set
+from mxrec.datasets.shard_set import open_dataset
 from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
 from mxrec.format.idx import KeyType
 from mxrec.format.lst import ListEntry, check_list_path
 from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
-from mxrec.io.filesystem import basename, filesystem, is_url, join, remote_error
-from mxrec.io.insightface import read_face_set
 from mxrec.io.lists import write_list
-from mxrec.io.shardset import open_dataset
+from mxrec.storage.filesystem import basename, filesystem, is_url, join, remote_error
 
 UNKNOWN_EXTENSION = ".bin"
 

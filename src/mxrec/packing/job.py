@@ -57,11 +57,11 @@ from mxrec.format.header import IRHeader, pack, unpack_header
 from mxrec.format.lst import ListEntry, resolve_list_path
 from mxrec.image.codec import opencv
 from mxrec.image.signatures import image_format
-from mxrec.io.filesystem import glob, is_url, join, read_bytes
 from mxrec.io.lists import iter_numbered_list
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.prepare import ImageTransform
+from mxrec.storage.filesystem import glob, is_url, join, read_bytes
 
 _MAX_ID = 2**64 - 1
 Outcome = tuple[bytes | None, str | None]  # an image's record payload, or None and why it was skipped

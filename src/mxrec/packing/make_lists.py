@@ -52,8 +52,8 @@ from dataclasses import dataclass
 
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
-from mxrec.io.filesystem import filesystem, is_url, join, remote_error
 from mxrec.io.lists import label_names_path, write_label_names, write_list
+from mxrec.storage.filesystem import filesystem, is_url, join, remote_error
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
 DEFAULT_SEED = 100  # the seed im2rec always uses

@@ -53,7 +53,9 @@ def physical_cores() -> int:
 
 def block_device(path: str) -> str | None:
     """The name of the disk (``sda``, ``nvme0n1``) that holds ``path`` (for a shard pattern, its folder), or
-    ``None`` (remote, tmpfs, overlay)."""
+    ``None`` (a URL, tmpfs, overlay)."""
+    if "://" in path:
+        return None
     try:
         dev = os.stat(path if os.path.exists(path) else os.path.dirname(os.path.abspath(path))).st_dev
     except OSError:

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.shard_set import open_dataset
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.headers import image_shape
-from mxrec.io.shardset import open_dataset
+from mxrec.io.records import IOStats
 from mxrec.probing.machine import MachineRecord, MachineSampler
 from mxrec.train.record_iter import ImageRecordIter
 from mxrec.train.timing import STAGES, WAIT, StageClock
@@ -147,25 +148,14 @@ def stored_images(reader: Any, count: int = IMAGE_SAMPLE) -> dict[str, Any]:
     return out
 
 
-def _remote_counters(reader: Any) -> dict[str, int] | None:
-    """Ranged requests and block-cache hits/misses so far, for a remote reader (or shard set of them)."""
-    if not getattr(reader, "is_remote", False):
+def _remote_counters(before: IOStats, after: IOStats) -> dict[str, Any] | None:
+    """Ranged requests, bytes and block-cache lookups between two :meth:`~mxrec.io.records.Records.io_stats`,
+    or ``None`` when the reader never asked its storage for anything (a local file)."""
+    if not (after.requests or after.cache_hits or after.cache_misses):
         return None
-    readers = [r for r in getattr(reader, "_readers", [reader]) if r is not None]
-    base = getattr(reader, "reader", None)  # a subset's underlying reader
-    if base is not None and not hasattr(reader, "_readers"):
-        readers = [r for r in getattr(base, "_readers", [base]) if r is not None]
-    requests = hits = misses = 0
-    caches = set()
-    for r in readers:
-        file = getattr(r, "file", None)
-        requests += getattr(file, "requests", 0)
-        cache = getattr(file, "cache", None)
-        if cache is not None and id(cache) not in caches:
-            caches.add(id(cache))
-            hits += getattr(cache, "hits", 0)
-            misses += getattr(cache, "misses", 0)
-    return {"requests": requests, "cache_hits": hits, "cache_misses": misses, "cached": bool(caches)}
+    delta = after - before
+    return {"requests": delta.requests, "bytes": delta.bytes, "cache_hits": delta.cache_hits,
+            "cache_misses": delta.cache_misses, "cached": bool(after.cache_hits or after.cache_misses)}
 
 
 def _stop(run: ProbeRun, started: float, batches: int | None, seconds: float | None) -> bool:
@@ -194,7 +184,7 @@ def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, sec
         run.images = stored_images(it.reader)
         run.epoch_batches = it.num_batches
         it.attach_clock(clock)
-        sampler = MachineSampler(_params_path(params) if not it.reader.is_remote else None)
+        sampler = MachineSampler(_params_path(params))
 
         number = -1  # the batch's number in its epoch
 
@@ -215,7 +205,7 @@ def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, sec
             if run.sample is None:
                 run.sample = batch.data[0][:8].copy()
         clock.reset()
-        remote0 = _remote_counters(it.reader)
+        io0 = it.reader.io_stats()
         sampler.start()
         started = time.perf_counter()
         while not _stop(run, started, batches, seconds):
@@ -230,9 +220,7 @@ def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, sec
         run.seconds = time.perf_counter() - started
         run.machine = sampler.stop()
         run.stages = clock.snapshot()
-        remote1 = _remote_counters(it.reader)
-        if remote0 is not None and remote1 is not None:
-            run.remote = {k: (remote1[k] - remote0[k]) if k != "cached" else remote1[k] for k in remote1}
+        run.remote = _remote_counters(io0, it.reader.io_stats())
     return run
 
 
@@ -251,7 +239,7 @@ def _run_loader(loader: Any, batches: int | None, seconds: float | None, warmup:
     clock = StageClock()
     if timed and loader.num_workers == 0:
         dataset.attach_clock(clock)
-    sampler = MachineSampler(str(reader.path) if reader is not None and not reader.is_remote else None)
+    sampler = MachineSampler(str(reader.path) if reader is not None else None)
     iterator = iter(loader)
 
     def next_batch() -> Any:
@@ -323,7 +311,7 @@ def _run_records(dataset: Any, params: dict[str, Any], batches: int | None, seco
         run.images = stored_images(reader)
         clock = StageClock()
         positions = itertools.cycle(range(0, total, batch_size))
-        sampler = MachineSampler(str(dataset) if not reader.is_remote else None)
+        sampler = MachineSampler(str(dataset))
 
         def read() -> tuple[int, int]:
             start = next(positions)
@@ -336,7 +324,7 @@ def _run_records(dataset: Any, params: dict[str, Any], batches: int | None, seco
         for _ in range(warmup):
             read()
         clock.reset()
-        remote0 = _remote_counters(reader)
+        io0 = reader.io_stats()
         sampler.start()
         started = time.perf_counter()
         while not _stop(run, started, batches, seconds):
@@ -345,9 +333,7 @@ def _run_records(dataset: Any, params: dict[str, Any], batches: int | None, seco
         run.seconds = time.perf_counter() - started
         run.machine = sampler.stop()
         run.stages = clock.snapshot()
-        remote1 = _remote_counters(reader)
-        if remote0 is not None and remote1 is not None:
-            run.remote = {k: (remote1[k] - remote0[k]) if k != "cached" else remote1[k] for k in remote1}
+        run.remote = _remote_counters(io0, reader.io_stats())
     finally:
         reader.close()
     return run

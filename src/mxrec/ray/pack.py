@@ -6,7 +6,7 @@ consecutive entries, and each run becomes one write task of a :class:`PackSink`:
 image with :func:`~mxrec.packing.job.record_or_reason` -- the very function a local pack uses, so every
 record is byte-identical to a local ``mxrec pack`` of the same image with the same options, and every
 skipped image has the same reason -- and writes the records, keyed by their ``.lst`` index, in ``.lst``
-order, as the sink's shards. The job commits as any :class:`~mxrec.ray.sink.RecordSink` does: shards
+order, as the sink's shards. The job commits as any :class:`~mxrec.ray.datasink.RecordSink` does: shards
 ``NAME_00000.rec`` ... in ``.lst`` order and ``NAME.manifest.json`` written last; without ``shard_limit``
 each task writes one shard.
 
@@ -33,7 +33,6 @@ from ray.data.datasource.datasink import WriteResult
 from mxrec.errors import PackError
 from mxrec.format.lst import ListEntry
 from mxrec.image.codec import opencv
-from mxrec.io.filesystem import is_url
 from mxrec.io.shards import ShardLimit
 from mxrec.packing.job import (
     ImageNote,
@@ -45,9 +44,10 @@ from mxrec.packing.job import (
     take_outcome,
 )
 from mxrec.packing.prepare import ImageTransform
+from mxrec.ray.datasink import Notes, RecordSink
+from mxrec.ray.datasource import split_ranges
 from mxrec.ray.session import ProgressTally, default_tasks, job_context, ray_session, run_reporting
-from mxrec.ray.sink import Notes, RecordSink
-from mxrec.ray.source import split_ranges
+from mxrec.storage.filesystem import is_url
 
 _TALLY_EVERY = 16  # images a task packs between two progress reports
 
@@ -64,7 +64,7 @@ class PackJob:
 
 
 class PackSink(RecordSink):
-    """A :class:`~mxrec.ray.sink.RecordSink` whose rows are ``.lst`` entries, packed by the write tasks.
+    """A :class:`~mxrec.ray.datasink.RecordSink` whose rows are ``.lst`` entries, packed by the write tasks.
 
     Rows: ``position`` (in the ``.lst``), ``index``, ``labels``, ``path``. Each task keeps its notes as a
     local pack does (:func:`~mxrec.packing.job.take_outcome`: skipped images, pass-through files that are no

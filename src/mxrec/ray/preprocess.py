@@ -27,7 +27,6 @@ out of each epoch, as Ray Train does; ``remainder="pad"`` repeats the first rows
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any, Literal
 
 import numpy as np
@@ -38,10 +37,11 @@ from ray.data.block import BlockAccessor
 from mxrec.errors import ImageDecodeError, ParameterError
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.packing.prepare import ImageTransform
-from mxrec.ray.source import image_column
-from mxrec.train.augment import AugmentParams, DefaultAugmenter
-from mxrec.train.dataiter import AUGMENT_STREAM, check_names, data_shape_of
-from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.ray.datasource import image_column
+from mxrec.train.augment import DefaultAugmenter
+from mxrec.train.dataiter import AUGMENT_STREAM, data_shape_of
+from mxrec.train.normalize import SlotWriter
+from mxrec.train.params import preprocess_params
 from mxrec.transforms.functional import entropy
 from mxrec.transforms.rng import SampleRandom, stream_key
 
@@ -115,13 +115,8 @@ class TrainImages:
 
     def __init__(self, data_shape: Sequence[int], *, dtype: str = "float32", seed: int | None = None,
                  epoch: int = 0, **params: Any) -> None:
-        augment_names = AugmentParams.names()
-        normalize_names = tuple(f.name for f in fields(NormalizeParams))
-        check_names(params, (*augment_names, *normalize_names), "TrainImages")
         self.data_shape = data_shape_of(data_shape)
-        augment = AugmentParams(data_shape=self.data_shape,
-                                **{k: v for k, v in params.items() if k in augment_names and k != "data_shape"})
-        normalize = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
+        augment, normalize = preprocess_params({**params, "data_shape": self.data_shape}, "TrainImages")
         self.augmenter = DefaultAugmenter(augment)
         self.writer = SlotWriter(normalize, self.data_shape[0], dtype)  # per-thread scratch: made again by workers
         self.random = augment.is_random or normalize.is_random

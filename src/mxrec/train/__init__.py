@@ -5,15 +5,19 @@
 * :mod:`~mxrec.train.prefetch`: remote records fetched a batch at a time, ahead of decoding.
 * :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``).
 * :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
-* :mod:`~mxrec.train.loader`: one record into its batch slot (decode, augment, normalise, label), alone or
+* :mod:`~mxrec.train.sample_loader`: one record into its batch slot (decode, augment, normalise, label), alone or
   a whole batch in the calling thread (for ``DataLoader`` workers).
 * :mod:`~mxrec.train.timing`: per-stage timers inside the loader and pipeline (off unless given a clock).
 * :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).
 * :mod:`~mxrec.train.record_iter`: ``ImageRecordIter``; :mod:`~mxrec.train.image_iter`: ``ImageIter``.
-* :mod:`~mxrec.train.verification`: InsightFace verification sets (``lfw.bin``, ...) as numpy arrays.
+* :mod:`~mxrec.train.face_pairs`: InsightFace verification sets (``lfw.bin``, ...) as numpy arrays.
+* :mod:`~mxrec.train.params`: keyword parameters split between the parameter groups (one place).
 
-May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.io`,
-:mod:`mxrec.image`, :mod:`mxrec.transforms`.
+Records are opened with :func:`~mxrec.datasets.samples.open_samples` and read through the
+:class:`~mxrec.io.records.Records` contract only; :mod:`mxrec.storage` serves files that are not records
+(image files named by a list, a mean image written atomically). May import: :mod:`mxrec.errors`,
+:mod:`mxrec.format`, :mod:`mxrec.storage`, :mod:`mxrec.io`,
+:mod:`mxrec.datasets`, :mod:`mxrec.image`, :mod:`mxrec.transforms`.
 """
 
 from mxrec.train.dataiter import DataBatch, DataDesc

@@ -119,11 +119,11 @@ class BatchIter:
         self._drop_progress()
         self.epoch, self._start, self._leftover_in = epoch, consumed, leftover
 
-    # A remote dataset's iterator sets this: each batch's records are fetched together as the pipeline takes it.
+    # An iterator over records sets this: each batch's records are fetched together as the pipeline takes it.
     _prefetcher: BatchPrefetcher | None = None
 
     def _prepare_restart(self) -> None:
-        """Forget work prepared for the batches being dropped (remote prefetches)."""
+        """Forget work prepared for the batches being dropped (prefetched records)."""
         if self._prefetcher is not None:
             self._prefetcher.clear()
 
@@ -131,10 +131,9 @@ class BatchIter:
         """The plans as the pipeline should take them (with a prefetcher: wrapped to fetch ahead)."""
         return plans if self._prefetcher is None else self._prefetcher.plans(plans)
 
-    def _record_view(self, reader: Any, position: int) -> memoryview:
-        """The record at ``position`` of ``reader``: from the prefetched batch when there is a prefetcher."""
-        if self._prefetcher is None:
-            return reader.view(position)
+    def _record_view(self, position: int) -> memoryview:
+        """The record at ``position``, from its prefetched batch."""
+        assert self._prefetcher is not None, "only an iterator over records reads records"
         return memoryview(self._prefetcher.payload(position))
 
     def reset(self) -> None:

@@ -8,19 +8,24 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.face_set import check_layout_name
+from mxrec.datasets.samples import open_samples
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
-from mxrec.io.filesystem import StorageOptions, is_url, join, read_bytes
-from mxrec.io.insightface import check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.shardset import open_dataset
-from mxrec.io.subset import RecordSubset
+from mxrec.storage.filesystem import StorageOptions, is_url, join, read_bytes
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
-from mxrec.train.record_iter import shuffle_block_for
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, NO_LEFTOVER, BatchSampler, LastBatch, resolve_parts
+from mxrec.train.prefetch import BatchPrefetcher, lookahead
+from mxrec.train.sampler import (
+    DEFAULT_SHUFFLE_WINDOW,
+    NO_LEFTOVER,
+    BatchSampler,
+    LastBatch,
+    resolve_parts,
+    shuffle_block_for,
+)
 from mxrec.transforms.augmenters import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
 from mxrec.transforms.rng import SampleRandom, stream_key
 
@@ -47,7 +52,7 @@ class ImageIter(BatchIter):
     additions. ``layout`` is :class:`~mxrec.train.record_iter.ImageRecordIter`'s:
     an InsightFace face set in ``path_imgrec`` is read as its face records
     only, labelled with their identity. Every path may be a URL and
-    ``path_imgrec`` a shard set (:func:`mxrec.io.shardset.open_dataset`).
+    ``path_imgrec`` a shard set (:func:`mxrec.datasets.shard_set.open_dataset`).
 
     Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
     Python's global ``random``); ``num_parts`` ranks take turns in one global
@@ -91,19 +96,18 @@ class ImageIter(BatchIter):
         self._aug_key = stream_key(AUGMENT_STREAM, 2, seed)
         self.path_root = path_root or ""
         self.storage_options = storage_options
-        self._reader = open_dataset(path_imgrec, index=path_imgidx or None, storage_options=storage_options,
-                                    cache_dir=cache_dir) if path_imgrec else None
+        samples = open_samples(path_imgrec, index=path_imgidx or None, layout=layout, storage_options=storage_options,
+                               cache_dir=cache_dir) if path_imgrec else None
+        self._reader = None if samples is None else samples.records  # every record, or a face set's faces
+        self.faces = None if samples is None else samples.faces
         self._entries = self._image_list(path_imglist, imglist)
-        self.faces = None if self._reader is None else read_face_set(self._reader, layout)
-        if self.faces is not None:  # the samples are the face records only
-            self._reader = RecordSubset(self._reader, self.faces.positions)
-        self._prefetcher = BatchPrefetcher(self._reader) if self._reader is not None and self._reader.is_remote \
-            else None
+        self._prefetcher = None if self._reader is None else BatchPrefetcher(self._reader)
         self._keys = list(self._entries) if self._reader is None else list(self._reader.keys)
         num_parts, part_index = resolve_parts(num_parts, part_index)
         block = shuffle_block_for(self._reader, shuffle_block) if self._reader is not None else (shuffle_block or 0)
         block = block if shuffle else 0
-        read_ahead_window(self._reader, block, shuffle_window)
+        if shuffle and self._reader is not None:
+            self._reader.read_ahead(block, shuffle_window, lookahead(batch_size, prefetch_buffer))
         sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
                                part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle],
                                shuffle_block=block, shuffle_window=shuffle_window, stick_to_shard=stick_to_shard,
@@ -149,7 +153,7 @@ class ImageIter(BatchIter):
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         key = self._keys[position]
         if self._reader is not None:
-            view = self._record_view(self._reader, position)
+            view = self._record_view(position)
             header, start = unpack_header(view)
             buf = view[start:]
             labels = header.label if self._entries is None else self._entries[key][0]

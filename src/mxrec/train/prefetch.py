@@ -1,54 +1,83 @@
-"""Remote records fetched a batch at a time, ahead of decoding: the iterators' bridge to remote readers.
+"""Records fetched a batch at a time, ahead of decoding: the iterators' one read path.
 
 The pipeline decodes one sample per call (``load(position, ...)``); a remote
 reader must not be asked one record per request. A :class:`BatchPrefetcher`
 sits between them: :meth:`BatchPrefetcher.plans` passes the batch plans
 through to the pipeline and, as the pipeline takes each plan (up to its
-``prefetch`` batches ahead), starts one ``reader.read_batch`` of all the plan's
-records on a small thread pool -- coalesced ranged reads, see
-:mod:`mxrec.io.source`. :meth:`BatchPrefetcher.payload` then hands each
-sample its bytes, waiting for that fetch if it is still running. Records are
-dropped once every slot that asked for them has been served, or by
-:meth:`BatchPrefetcher.clear` when the iterator restarts.
-
-:func:`read_ahead_window` gives a remote reader that is read in a
-block-shuffled order an in-memory window of file blocks
-(:class:`~mxrec.io.cache.MemoryBlocks`), unless it already has a disk cache:
-the batches of one shuffle window then share the blocks fetched for the
-first of them, so each block is fetched once per epoch (per process: ranks and
-``DataLoader`` workers each fetch what they read; a shared ``cache_dir``
-fetches it once per machine).
+``prefetch`` batches ahead), starts one ``reader.fetch`` of all the plan's
+records on a small thread pool (:meth:`mxrec.io.records.Records.fetch`: views
+of a local mapping, coalesced ranged reads of a remote file).
+:meth:`BatchPrefetcher.payload` then hands each sample its bytes, waiting for
+that fetch if it is still running. Records are dropped once every slot that
+asked for them has been served, or by :meth:`BatchPrefetcher.clear` when the
+iterator restarts. A block-shuffled remote reader keeps the blocks of its
+shuffle windows in memory itself (:meth:`mxrec.io.records.Records.read_ahead`,
+told how far ahead :func:`lookahead` fetches).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from mxrec.io.cache import MemoryBlocks
+from mxrec.io.records import Records
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
-
-MIN_WINDOW_BLOCK = 256 << 10  # the smallest block the read-ahead window fetches
 
 FETCH_THREADS = 2  # batches fetched at once (each fetch is itself concurrent ranged reads)
 
 
-class BatchPrefetcher:
-    """Fetches each plan's records with one ``read_batch`` as the pipeline takes the plan (see the module docstring)."""
+def lookahead(batch_size: int, prefetch: int) -> int:
+    """Records fetched before the batch being consumed is done: the pipeline's ``prefetch`` batches, the one it
+    fills and the one the fetch threads start next."""
+    return (prefetch + 2) * batch_size
 
-    def __init__(self, reader: Any, threads: int = FETCH_THREADS) -> None:
+
+class PlanFetch:
+    """One plan's records, fetched once: by a fetch thread, or by the first sample that needs them when no fetch
+    thread has started yet (a local fetch is then done in place, with no hand-over between threads)."""
+
+    def __init__(self, reader: Records, positions: list[int]) -> None:
+        self._reader, self._positions = reader, positions
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._started = False
+        self._records: dict[int, bytes | memoryview] = {}
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        """Fetch the records, unless another thread has started to."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        try:
+            self._records = dict(zip(self._positions, self._reader.fetch(self._positions), strict=True))
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def record(self, position: int) -> bytes | memoryview:
+        """The payload of ``position``, fetched here if no thread has started, else when that fetch is done."""
+        self.run()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._records[position]
+
+
+class BatchPrefetcher:
+    """Fetches each plan's records with one ``fetch`` as the pipeline takes the plan (see the module docstring)."""
+
+    def __init__(self, reader: Records, threads: int = FETCH_THREADS) -> None:
         self.reader = reader
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._pending: dict[int, list] = {}  # position -> [future of {position: bytes}, slots still to serve]
-
-    def _fetch(self, positions: list[int]) -> dict[int, bytes]:
-        return dict(zip(positions, self.reader.read_batch(positions), strict=True))
+        self._pending: dict[int, list] = {}  # position -> [its PlanFetch, slots still to serve]
 
     def plans(self, plans: Iterable[BatchPlan]) -> Iterator[BatchPlan]:
         """The same plans; taking one starts the fetch of its records."""
@@ -58,30 +87,31 @@ class BatchPrefetcher:
                 unique = np.unique(slots).tolist()
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="mxrec-fetch")
-                future: Future = self._pool.submit(self._fetch, unique)
+                fetch = PlanFetch(self.reader, unique)
+                self._pool.submit(fetch.run)
                 with self._lock:
                     for position in slots:
                         entry = self._pending.get(position)
                         if entry is None:
-                            self._pending[position] = [future, 1]
+                            self._pending[position] = [fetch, 1]
                         else:
                             entry[1] += 1
             yield plan
 
-    def payload(self, position: int) -> bytes:
+    def payload(self, position: int) -> bytes | memoryview:
         """The bytes of record ``position`` (one of the slots of a plan taken through :meth:`plans`)."""
         with self._lock:
             entry = self._pending.get(position)
             if entry is None:  # not planned (cannot happen through the pipeline): fetch it alone
-                future = None
+                fetch = None
             else:
-                future = entry[0]
+                fetch = entry[0]
                 entry[1] -= 1
                 if entry[1] == 0:
                     del self._pending[position]
-        if future is None:
-            return self.reader[position]
-        return future.result()[position]
+        if fetch is None:
+            return self.reader.view(position)
+        return fetch.record(position)
 
     def clear(self) -> None:
         """Forget every fetch (the batches they were for will not be loaded)."""
@@ -93,18 +123,3 @@ class BatchPrefetcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def read_ahead_window(reader: Any, shuffle_block: int, shuffle_window: int) -> None:
-    """Fit ``reader`` (remote, no disk cache) with the in-memory blocks a block shuffle re-reads (see above)."""
-    if not getattr(reader, "is_remote", False) or shuffle_block <= 0 or not len(reader):
-        return
-    block_bytes = max(MIN_WINDOW_BLOCK, int(shuffle_block * reader.nbytes / len(reader)))
-    # shuffle blocks are record-aligned, file blocks are not: a window spans up to twice its blocks, plus one
-    memory = MemoryBlocks((2 * shuffle_window + 2) * block_bytes, block_bytes)
-    readers = [reader] if not hasattr(reader, "shards") else [r for r in reader._readers if r is not None]
-    if hasattr(reader, "shards") and reader.cache_dir is None:
-        reader.cache_dir = memory  # shards opened later get it too
-    for opened in readers:
-        if opened.file.cache is None:
-            opened.file.cache = memory

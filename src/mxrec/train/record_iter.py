@@ -11,36 +11,36 @@ threads. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
 is reproducible whatever ``preprocess_threads``.
 
-``path_imgrec`` may be anything :func:`mxrec.io.shardset.open_dataset` opens:
+``path_imgrec`` may be anything :func:`mxrec.datasets.shard_set.open_dataset` opens:
 a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
-manifest, folder). Remote records are fetched a batch at a time, with
-coalesced ranged reads, ahead of decoding (:mod:`mxrec.train.prefetch`).
+manifest, folder). Records are fetched a batch at a time (remote ones with
+coalesced ranged reads) ahead of decoding (:mod:`mxrec.train.prefetch`).
 ``state_dict()``/``load_state_dict()`` save and resume the position in the
 epoch, also on another number of ranks (:mod:`mxrec.train.sampler`).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.face_set import FaceSet, check_layout_name
+from mxrec.datasets.samples import open_samples
 from mxrec.errors import ListFileError, ParameterError
-from mxrec.io.atomic import atomic_open
-from mxrec.io.insightface import FaceSet, check_layout_name, read_face_set
 from mxrec.io.lists import read_list
-from mxrec.io.shardset import open_dataset
-from mxrec.io.subset import RecordSubset
+from mxrec.io.records import Records
+from mxrec.storage.atomic import atomic_open
 from mxrec.train.augment import AugmentParams
-from mxrec.train.dataiter import BatchIter, DataDesc, check_names, data_shape_of
-from mxrec.train.loader import RecordSampleLoader
+from mxrec.train.dataiter import BatchIter, DataDesc, data_shape_of
 from mxrec.train.normalize import NormalizeParams
+from mxrec.train.params import split_params
 from mxrec.train.pipeline import BatchPipeline, OnBroken
-from mxrec.train.prefetch import BatchPrefetcher, read_ahead_window
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, default_shuffle_block, resolve_parts
+from mxrec.train.prefetch import BatchPrefetcher, lookahead
+from mxrec.train.sample_loader import RecordSampleLoader
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts, shuffle_block_for
 from mxrec.train.timing import StageClock
 
 
@@ -66,7 +66,7 @@ class RecordIterParams:
     ``storage_options`` (for fsspec) and ``cache_dir`` (local block cache for
     remote data, default ``$MXREC_CACHE_DIR``), ``fast_decode`` (decode JPEGs reduced, by libjpeg-turbo's
     scaled IDCT, when ``resize`` or a random-resized crop scales them down anyway:
-    :class:`~mxrec.train.loader.RecordSampleLoader`).
+    :class:`~mxrec.train.sample_loader.RecordSampleLoader`).
     MXNet's ``shuffle_chunk_size``
     (MB) sets the block size when ``shuffle_block`` is not given. Accepted for
     compatibility with no effect here: ``verbose``, ``ctx``, ``device_id``
@@ -193,34 +193,33 @@ class ImageRecordIter(BatchIter):
     """
 
     def __init__(self, **params: Any) -> None:
-        iter_names, augment_names, normalize_names = (RecordIterParams.names(), AugmentParams.names(),
-                                                      NormalizeParams.names())
-        check_names(params, (*iter_names, *augment_names, *normalize_names), "ImageRecordIter")
-        if "rotate_list" in params:
-            params["rotate_list"] = _rotate_list(params["rotate_list"])
+        own, augment, normalize = split_params(params, (RecordIterParams, AugmentParams, NormalizeParams),
+                                               "ImageRecordIter")
+        if "rotate_list" in augment:
+            augment["rotate_list"] = _rotate_list(augment["rotate_list"])
         missing = [name for name in ("path_imgrec", "data_shape", "batch_size") if name not in params]
         if missing:
             raise ParameterError(f"ImageRecordIter: missing required parameter(s) {', '.join(missing)}")
-        p = self.params = RecordIterParams(**{k: v for k, v in params.items() if k in iter_names})
-        self.augment_params = AugmentParams(**{k: v for k, v in params.items() if k in augment_names})
-        self.normalize_params = NormalizeParams(**{k: v for k, v in params.items() if k in normalize_names})
+        p = self.params = RecordIterParams(**own)
+        self.augment_params = AugmentParams(**augment)
+        self.normalize_params = NormalizeParams(**normalize)
         channels, height, width = p.data_shape
         mean_image = mean_image_file(p.mean_img, params) if p.mean_img else None
         labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
-        reader = open_dataset(p.path_imgrec, index=p.path_imgidx or None, storage_options=p.storage_options,
-                              cache_dir=p.cache_dir)
-        self._faces = read_face_set(reader, p.layout)
+        samples = open_samples(p.path_imgrec, index=p.path_imgidx or None, layout=p.layout,
+                               storage_options=p.storage_options, cache_dir=p.cache_dir)
+        self._faces = samples.faces
+        self._reader = samples.records  # every record, or a face set's faces
         if self._faces is not None and p.label_width != 1 and labels is None:
+            self._reader.close()
             raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
                                  f"so label_width must be 1, not {p.label_width}")
-        # the samples: every record, or a face set's faces
-        self._reader = reader if self._faces is None else RecordSubset(reader, self._faces.positions)
-        self._prefetcher = BatchPrefetcher(self._reader) if self._reader.is_remote else None
+        self._prefetcher = BatchPrefetcher(self._reader)
         self._loader = RecordSampleLoader(
             self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
             label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
             mean_image=mean_image, identities=self._faces is not None,
-            view=functools.partial(self._record_view, self._reader), fast_decode=p.fast_decode)
+            view=self._record_view, fast_decode=p.fast_decode)
         self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
@@ -228,7 +227,8 @@ class ImageRecordIter(BatchIter):
         else:
             last_batch = "wrap" if p.round_batch else "partial"
         block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
-        read_ahead_window(self._reader, block, p.shuffle_window)
+        if p.shuffle:
+            self._reader.read_ahead(block, p.shuffle_window, lookahead(p.batch_size, p.prefetch_buffer))
         sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
                                part_index=part_index, last_batch=last_batch, shuffle_block=block,
                                shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
@@ -242,7 +242,7 @@ class ImageRecordIter(BatchIter):
 
     @property
     def faces(self) -> FaceSet | None:
-        """The face records read, for an InsightFace face set (:func:`~mxrec.io.insightface.read_face_set`)."""
+        """The face records read, for an InsightFace face set (:func:`~mxrec.datasets.face_set.read_face_set`)."""
         return self._faces
 
     def describe(self, position: int) -> str:
@@ -250,7 +250,7 @@ class ImageRecordIter(BatchIter):
         return self._reader.describe(position)
 
     @property
-    def reader(self) -> Any:
+    def reader(self) -> Records:
         """The records read (every record of the dataset, or a face set's faces)."""
         return self._reader
 
@@ -263,11 +263,3 @@ class ImageRecordIter(BatchIter):
         super().close()
         self._reader.close()
 
-
-def shuffle_block_for(reader: Any, shuffle_block: int | None, chunk_megabytes: float = 0) -> int:
-    """Records per shuffle block: as given, else from MXNet's ``shuffle_chunk_size`` (MB), else the default."""
-    if shuffle_block is not None:
-        return shuffle_block
-    if chunk_megabytes > 0 and len(reader):
-        return max(1, round(chunk_megabytes * (1 << 20) * len(reader) / max(reader.nbytes, 1)))
-    return default_shuffle_block(reader.is_remote, len(reader), reader.nbytes if reader.is_remote else 0)

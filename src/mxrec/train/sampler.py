@@ -68,6 +68,7 @@ from typing import Literal
 import numpy as np
 
 from mxrec.errors import ParameterError
+from mxrec.io.records import Records
 from mxrec.transforms.rng import stream_key
 
 LastBatch = Literal["wrap", "partial", "discard", "roll_over"]
@@ -122,15 +123,18 @@ def shard(order: np.ndarray, num_parts: int, part_index: int, *, drop_remainder:
     return padded[part_index * size:(part_index + 1) * size]
 
 
-REMOTE_BLOCK_BYTES = 4 << 20  # block-shuffle blocks of about this many bytes for remote data
 DEFAULT_SHUFFLE_WINDOW = 8
 
 
-def default_shuffle_block(is_remote: bool, num_records: int, nbytes: int) -> int:
-    """Records per shuffle block when none is given: global (0) for local data, about 4 MiB for remote data."""
-    if not is_remote or num_records == 0:
-        return 0
-    return max(1, round(REMOTE_BLOCK_BYTES * num_records / max(nbytes, 1)))
+def shuffle_block_for(reader: Records, shuffle_block: int | None, chunk_megabytes: float = 0) -> int:
+    """Records per shuffle block: as given, else from MXNet's ``shuffle_chunk_size`` (MB), else the reader's
+    default (:meth:`~mxrec.io.records.Records.default_shuffle_block`: global for local data, about 4 MiB blocks
+    for remote data)."""
+    if shuffle_block is not None:
+        return shuffle_block
+    if chunk_megabytes > 0 and len(reader):
+        return max(1, round(chunk_megabytes * (1 << 20) * len(reader) / max(reader.nbytes, 1)))
+    return reader.default_shuffle_block()
 
 
 def resolve_parts(num_parts: int | None, part_index: int | None) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Where a pipeline's time goes: cheap per-stage, per-thread timers inside the real loader, off unless asked for.
 
-A :class:`StageClock` is given to a :class:`~mxrec.train.loader.RecordSampleLoader` (``loader.clock``) and a
+A :class:`StageClock` is given to a :class:`~mxrec.train.sample_loader.RecordSampleLoader` (``loader.clock``) and a
 :class:`~mxrec.train.pipeline.BatchPipeline` (``pipeline.clock``); without one they time nothing (one ``is
 None`` test per stage). With one, each sample's work is split into :data:`STAGES` -- ``fetch`` (the record's
 bytes: a memory-mapped view, or a remote batch waited for), ``decode``, ``augment`` (resize, crop, colour) and

@@ -1,0 +1,385 @@
+"""Shard sets, and :func:`open_dataset`: the one entry point that opens "a dataset" wherever and however it is stored.
+
+A dataset may be one ``.rec`` or many shards; :func:`open_dataset` accepts
+
+* one ``.rec`` path or URL (``data/train.rec``, ``s3://b/train.rec``),
+* a list of them (in that order),
+* a glob (``s3://b/train-*.rec``, sorted by name),
+* a brace range (``train-{00000..00015}.rec``, zero-padding kept),
+* a shard manifest (``train.manifest.json``, :mod:`mxrec.format.manifest`),
+  or the prefix/``.rec`` name ``mxrec pack --shard-size`` was given
+  (``data/train`` or ``data/train.rec`` when only the shards exist),
+* a folder or bucket prefix: its manifest if it holds exactly one, else every
+  ``.rec`` in it, sorted,
+
+and returns a :class:`~mxrec.io.local_reader.LocalRecordReader` (one local file), a
+:class:`~mxrec.io.remote_reader.RemoteRecordReader` (one remote file) or a
+:class:`ShardSetReader` -- all :class:`~mxrec.io.records.Records`: ``len``,
+``fetch``/``[i]``/``read_batch``, ``keys``, ``position``/``read_key``,
+``header``, iteration, ``describe``, pickling to paths and indexes.
+
+In a :class:`ShardSetReader` positions run ``0..N-1`` across the shards in
+shard order. Opened from a manifest, shards are opened lazily, on first use,
+and checked against it: a missing shard, a shard whose record count differs,
+or (local shards, checked at open; remote ones, by :meth:`ShardSetReader.check`
+and by every read, which must get exactly the bytes the manifest promises) a
+size that differs raises :class:`~mxrec.errors.ManifestError` naming the
+shard and the manifest. Keys are the shards' ``.idx`` keys, which must not
+repeat across shards for look-ups by key (positions always work).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from mxrec.errors import DuplicateKeyError, ManifestError, RecordFormatError, RecordKeyError, RemoteNotFoundError
+from mxrec.format.header import IRHeader
+from mxrec.format.idx import KeyType
+from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
+from mxrec.io.opener import RecordReader
+from mxrec.io.records import IOStats, Records, blocks_of
+from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
+from mxrec.io.shuffle_window import ShuffleWindow
+from mxrec.storage.block_cache import BlockCache
+from mxrec.storage.filesystem import (
+    StorageOptions,
+    basename,
+    exists,
+    glob,
+    is_url,
+    isdir,
+    join,
+    listdir,
+    local_path,
+    parent,
+    read_bytes,
+)
+
+_BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
+_NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One shard: its ``.rec``, its ``.idx`` (None: the one beside the ``.rec``), and what the manifest says."""
+
+    rec: str
+    idx: str | None = None
+    records: int | None = None
+    rec_bytes: int | None = None
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``train-{00000..00002}.rec`` -> ``train-00000.rec``, ``train-00001.rec``, ``train-00002.rec`` (all ranges)."""
+    match = _BRACE.search(pattern)
+    if match is None:
+        return [pattern]
+    first, last = match.group(1), match.group(2)
+    width = len(first) if first.startswith("0") or len(first) == len(last) else 0
+    step = 1 if int(last) >= int(first) else -1
+    names = [pattern[:match.start()] + str(n).zfill(width) + pattern[match.end():]
+             for n in range(int(first), int(last) + step, step)]
+    return [name for expanded in names for name in expand_braces(expanded)]
+
+
+def manifest_shards(path: str, storage_options: StorageOptions = None) -> tuple[list[Shard], Manifest]:
+    """The shards a manifest lists, as paths or URLs beside it."""
+    try:
+        text = read_bytes(path, storage_options)
+    except (FileNotFoundError, RemoteNotFoundError):
+        raise ManifestError(path, "no such manifest") from None
+    manifest = parse_manifest(text, path)
+    folder = parent(path)
+    shards = [Shard(join(folder, e.rec), None if e.idx is None else join(folder, e.idx), e.records, e.rec_bytes)
+              for e in manifest.shards]
+    return shards, manifest
+
+
+def _is_shard(path: str) -> bool:
+    return not path.endswith(_NOT_SHARDS) and not basename(path).startswith(".")
+
+
+def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
+                    storage_options: StorageOptions = None) -> tuple[list[Shard], str | None]:
+    """The shards ``spec`` names (see the module docstring) and the manifest they came from, if any."""
+    if not isinstance(spec, (str, os.PathLike)):
+        paths = [os.fspath(p) for p in spec]
+        if not paths:
+            raise ManifestError(None, "an empty list of shards is not a dataset")
+        return [Shard(p if is_url(p) else local_path(p)) for p in paths], None
+    spec = os.fspath(spec)
+    if spec.endswith(MANIFEST_SUFFIX):
+        return manifest_shards(spec, storage_options)[0], spec
+    if _BRACE.search(spec):
+        return [Shard(p) for p in expand_braces(spec)], None
+    if any(c in spec.partition("://")[2] if is_url(spec) else c in spec for c in "*?["):
+        found = [p for p in glob(spec, storage_options) if _is_shard(p)]
+        if not found:
+            raise ManifestError(spec, "the pattern matches no .rec file")
+        return [Shard(p) for p in found], None
+    if spec.endswith(".rec") and not exists(spec, storage_options) and exists(manifest_path(spec), storage_options):
+        return manifest_shards(manifest_path(spec), storage_options)[0], manifest_path(spec)
+    if not spec.endswith(".rec"):
+        candidate = manifest_path(spec)
+        if exists(candidate, storage_options):
+            return manifest_shards(candidate, storage_options)[0], candidate
+        if isdir(spec, storage_options):
+            files = listdir(spec, storage_options)
+            manifests = [p for p in files if p.endswith(MANIFEST_SUFFIX)]
+            if len(manifests) == 1:
+                return manifest_shards(manifests[0], storage_options)[0], manifests[0]
+            recs = [p for p in files if p.endswith(".rec")]
+            if not recs:
+                raise ManifestError(spec, "the folder holds no .rec file and no manifest")
+            return [Shard(p) for p in recs], None
+    return [Shard(spec)], None
+
+
+def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str | os.PathLike | bool | None = None,
+                 key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
+                 storage_options: StorageOptions = None,
+                 cache_dir: str | os.PathLike | BlockCache | None = None) -> Records:
+    """Open a dataset however it is stored (see the module docstring).
+
+    ``index`` applies to a single file (an ``.idx`` path, ``True``/``False``/``None``
+    as :class:`~mxrec.io.local_reader.RecordReader`); for a shard set only ``None``,
+    ``True`` or ``False``. ``storage_options`` go to fsspec, ``cache_dir`` (or
+    ``$MXREC_CACHE_DIR``) caches remote blocks locally.
+    """
+    options = dict(storage_options=storage_options, cache_dir=BlockCache.from_setting(cache_dir))
+    if isinstance(spec, (str, os.PathLike)) and os.fspath(spec).endswith(".rec") and not _BRACE.search(
+            os.fspath(spec)) and not any(c in os.fspath(spec) for c in "*?["):
+        path = os.fspath(spec)
+        try:
+            return RecordReader(path, index, key_type, duplicates=duplicates, strict=strict, **options)
+        except (FileNotFoundError, RemoteNotFoundError):
+            # the name a sharded pack was given: its shards exist, the .rec itself does not
+            candidate = manifest_path(path)
+            if index is not None or not exists(candidate, storage_options):
+                raise
+            spec = candidate
+    shards, manifest = resolve_dataset(spec, storage_options)
+    if len(shards) == 1 and manifest is None:
+        return RecordReader(shards[0].rec, index, key_type, duplicates=duplicates, strict=strict, **options)
+    if index not in (None, True, False):
+        raise ValueError("index=PATH names the .idx of one file; a shard set takes index=None, True or False")
+    return ShardSetReader(shards, manifest=manifest, index=index, key_type=key_type, duplicates=duplicates,
+                          strict=strict, **options)
+
+
+class ShardSetReader(Records):
+    """Several ``.rec`` files read as one dataset, positions running across them in order (see the module docstring)."""
+
+    def __init__(self, shards: Sequence[Shard], *, manifest: str | None = None, index: bool | None = None,
+                 key_type: KeyType = int, duplicates: Literal["error", "last"] = "error", strict: bool = True,
+                 storage_options: StorageOptions = None, cache_dir: BlockCache | None = None) -> None:
+        if not shards:
+            raise ManifestError(manifest, "a shard set needs at least one shard")
+        self.shards = list(shards)
+        self.manifest = manifest
+        self.path = manifest if manifest is not None else f"{self.shards[0].rec} (+{len(self.shards) - 1} shards)"
+        self.index = index
+        self.key_type = key_type
+        self.duplicates = duplicates
+        self.strict = strict
+        self.storage_options = dict(storage_options or {})
+        self.cache_dir = cache_dir
+        self.index_path = None  # one .idx per shard
+        self._remote = any(is_url(s.rec) for s in self.shards)
+        self._readers: list[Records | None] = [None] * len(self.shards)
+        self._window: ShuffleWindow | None = None  # see read_ahead
+        self._window_origin = 0
+        self._positions: dict | None = None
+        self._keys: list | None = None
+        if manifest is not None and not self._remote:
+            for number, shard in enumerate(self.shards):
+                self._check_local_size(number, shard)
+        counts = [s.records for s in self.shards]
+        if any(c is None for c in counts):
+            counts = [len(self.shard(n)) for n in range(len(self.shards))]
+        self.counts = [int(c) for c in counts]
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+
+    def _where(self, number: int) -> str:
+        shard = self.shards[number]
+        return f"shard {number} ({shard.rec})" + (f" listed in {self.manifest}" if self.manifest else "")
+
+    def _check_local_size(self, number: int, shard: Shard) -> None:
+        try:
+            size = os.path.getsize(shard.rec)
+        except FileNotFoundError:
+            raise ManifestError(self.manifest, f"{self._where(number)} is missing") from None
+        if shard.rec_bytes is not None and size != shard.rec_bytes:
+            raise ManifestError(self.manifest, f"{self._where(number)} has {size} bytes, the manifest says "
+                                               f"{shard.rec_bytes} (an unfinished or replaced shard)")
+
+    def shard(self, number: int) -> Records:
+        """The reader of shard ``number``, opened (and checked against the manifest) on first use."""
+        reader = self._readers[number]
+        if reader is None:
+            shard = self.shards[number]
+            extra = {"size": shard.rec_bytes} if is_url(shard.rec) and shard.rec_bytes is not None else {}
+            index = shard.idx if shard.idx is not None else self.index
+            try:
+                reader = RecordReader(shard.rec, index, self.key_type, duplicates=self.duplicates,
+                                      strict=self.strict, storage_options=self.storage_options,
+                                      cache_dir=self.cache_dir, **extra)
+            except (FileNotFoundError, RemoteNotFoundError) as exc:
+                raise ManifestError(self.manifest or shard.rec, f"{self._where(number)} is missing: {exc}") from None
+            if shard.records is not None and len(reader) != shard.records:
+                raise ManifestError(self.manifest, f"{self._where(number)} holds {len(reader)} records, the "
+                                                   f"manifest says {shard.records}")
+            self._readers[number] = reader
+            self._share_window(number, reader)
+        return reader
+
+    @property
+    def damage(self) -> RecordFormatError | None:
+        """The first framing fault a shard opened so far stepped over (``strict=False``), or ``None``."""
+        return next((r.damage for r in self._readers if r is not None and r.damage is not None), None)
+
+    def check(self) -> None:
+        """Check every shard against the manifest now (remote shards: one size request each)."""
+        for number, shard in enumerate(self.shards):
+            if not is_url(shard.rec):
+                self._check_local_size(number, shard)
+                continue
+            reader = self.shard(number)
+            assert isinstance(reader, RemoteRecordReader)
+            actual = reader.stored_size()
+            if shard.rec_bytes is not None and actual != shard.rec_bytes:
+                raise ManifestError(self.manifest, f"{self._where(number)} has {actual} bytes, the manifest says "
+                                                   f"{shard.rec_bytes} (an unfinished or replaced shard)")
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """``(shard number, position in that shard)`` of dataset position ``position``."""
+        total = int(self.starts[-1])
+        if position < 0:
+            position += total
+        if not 0 <= position < total:
+            raise IndexError(f"{self.path}: record {position} out of range for {total} records")
+        number = bisect.bisect_right(self.starts, position) - 1
+        return number, position - int(self.starts[number])
+
+    # -- the RecordReader interface -------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, position: int) -> bytes:
+        number, local = self.locate(position)
+        return self.shard(number)[local]
+
+    read = __getitem__
+
+    def view(self, position: int) -> memoryview:
+        number, local = self.locate(position)
+        return self.shard(number).view(local)
+
+    def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
+        """The records at ``positions``, in that order (one fetch per shard: coalesced when remote)."""
+        at = np.asarray(positions, dtype=np.int64)
+        total = len(self)
+        at = np.where(at < 0, at + total, at)
+        if at.size and (at.min() < 0 or at.max() >= total):
+            raise IndexError(f"{self.path}: record position out of range for {total} records")
+        numbers = np.searchsorted(self.starts, at, side="right") - 1
+        out: list[bytes | memoryview | None] = [None] * len(at)
+        for number in np.unique(numbers).tolist():
+            slots = np.flatnonzero(numbers == number)
+            records = self.shard(number).fetch(at[slots] - self.starts[number])
+            for slot, record in zip(slots.tolist(), records, strict=True):
+                out[slot] = record
+        return out  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[bytes]:
+        for number in range(len(self.shards)):
+            yield from self.shard(number)
+
+    @property
+    def keys(self) -> list:
+        """Every shard's keys, in dataset order (opens every shard)."""
+        if self._keys is None:
+            self._keys = [key for number in range(len(self.shards)) for key in self.shard(number).keys]
+        return self._keys
+
+    def position(self, key: object) -> int:
+        """Position of the record with ``key``; keys must not repeat across shards."""
+        if self._positions is None:
+            positions: dict = {}
+            for number in range(len(self.shards)):
+                start = int(self.starts[number])
+                for local, k in enumerate(self.shard(number).keys):
+                    if k in positions and self.duplicates == "error":
+                        first = self.locate(positions[k])[0]
+                        raise DuplicateKeyError(self.manifest, f"key {k!r} is in {self._where(first)} and in "
+                                                f"{self._where(number)}: look records up by position", key=k)
+                    positions[k] = start + local
+            self._positions = positions
+        try:
+            return self._positions[key]
+        except (KeyError, TypeError):
+            raise RecordKeyError(self.path, key) from None
+
+    def header(self, position: int) -> IRHeader:
+        number, local = self.locate(position)
+        return self.shard(number).header(local)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every shard's ``.rec`` (from the manifest when it has them)."""
+        if all(s.rec_bytes is not None for s in self.shards):
+            return sum(s.rec_bytes for s in self.shards)  # type: ignore[misc]
+        return sum(self.shard(n).nbytes for n in range(len(self.shards)))
+
+    def describe(self, position: int) -> str:
+        number, local = self.locate(position)
+        return self.shard(number).describe(local)
+
+    def io_stats(self) -> IOStats:
+        """The opened shards' requests and bytes; the block cache they share counted once."""
+        total = sum((reader.io_stats() for reader in self._readers if reader is not None), IOStats())
+        if self.cache_dir is not None:
+            total = replace(total, cache_hits=self.cache_dir.hits, cache_misses=self.cache_dir.misses)
+        return total
+
+    def default_shuffle_block(self) -> int:
+        """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""
+        return blocks_of(len(self), self.nbytes) if self._remote else 0
+
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+        """One in-memory window of shuffle blocks shared by every remote shard (those opened later too), in the
+        set's numbering of positions; a global shuffle of remote shards warns what it costs."""
+        if not self._remote or not len(self):
+            return
+        if shuffle_block <= 0:
+            warn_global_shuffle(self.path, len(self))
+            return
+        self._window = ShuffleWindow.sized(shuffle_block, shuffle_window, lookahead)
+        self._window_origin = origin
+        for number, reader in enumerate(self._readers):
+            self._share_window(number, reader)
+
+    def _share_window(self, number: int, reader: Records | None) -> None:
+        if self._window is not None and isinstance(reader, RemoteRecordReader):
+            reader.share_window(self._window, self._window_origin + int(self.starts[number]))
+
+    def close(self) -> None:
+        for reader in self._readers:
+            if reader is not None:
+                reader.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_positions"] = None
+        return state
+
+    def __repr__(self) -> str:
+        return f"ShardSetReader({self.path!r}, {len(self.shards)} shards, {len(self)} records)"

@@ -1,0 +1,142 @@
+"""Checking a dataset: the runner of every check ``mxrec verify`` makes.
+
+:func:`verify_recordio` checks the file format only; :func:`verify_dataset`
+adds the checks of what the records hold. Both return a
+:class:`~mxrec.doctor.report.Report`; neither raises on a damaged file (damage is what
+they report) nor changes any file (``mxrec verify --repair`` writes a clean
+copy elsewhere, see :mod:`mxrec.doctor.repair`). A check marked ``warning`` is reported
+but does not fail the report.
+
+RecordIO checks (:mod:`mxrec.doctor.check_recordio`)
+    ``framing``, ``padding`` (warning), ``index``.
+
+Content checks (:func:`verify_dataset`, on the intact records; records are
+named by ``.idx`` key, by position when there is no ``.idx``, or ``byte N``
+when the ``.idx`` does not list them)
+    ``labels``     :func:`mxrec.doctor.check_labels.check_labels` (class ids contiguous over both sets with ``against``)
+    ``balance``    (warning) :func:`mxrec.doctor.check_labels.check_balance`
+    ``images``     :func:`mxrec.doctor.check_images.check_images` (``decode``: every image decoded, on all cores)
+    ``shapes``     :func:`mxrec.doctor.check_images.check_shapes`
+    ``duplicates`` :func:`mxrec.doctor.check_leakage.check_duplicates`
+    ``leakage``    (with ``against``) :func:`mxrec.doctor.check_leakage.check_leakage`
+    ``lst``        (with ``lst``) :func:`mxrec.doctor.check_lst.check_list`
+    ``layout``     (an InsightFace face set) :func:`mxrec.doctor.check_layout.check_face_layout`
+
+The labels, balance, images, shapes and duplicates checks apply to image
+datasets (records holding an IRHeader and an image); ``dataset_kind="auto"``
+runs them when at least half the records are such, and otherwise reports a
+passing ``content`` check saying they were skipped.
+
+An InsightFace face set (``layout="auto"`` finds its header record under
+``.idx`` key 0; ``"insightface"`` requires one, ``"plain"`` never looks) gets
+the ``layout`` check, and its header and identity records are left out of
+the others: they are not samples.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+from mxrec.doctor.check_images import check_images, check_shapes
+from mxrec.doctor.check_labels import check_balance, check_labels, class_counts, labelled_records
+from mxrec.doctor.check_layout import check_face_layout
+from mxrec.doctor.check_leakage import check_duplicates, check_leakage
+from mxrec.doctor.check_lst import check_list
+from mxrec.doctor.check_recordio import check_framing, check_index_entries, check_padding, read_index_check
+from mxrec.doctor.contents import find_face_layout, looks_like_image_dataset, offset_keys, read_contents, scan_contents
+from mxrec.doctor.report import Check, Report
+from mxrec.format.idx import KeyType
+from mxrec.format.insightface import resolve_layout
+from mxrec.io.index import resolve_index
+from mxrec.storage.filesystem import StorageOptions
+from mxrec.storage.memory_map import mapped
+
+__all__ = ["Report", "verify_dataset", "verify_recordio"]
+
+#: Collects the facts of one file's records elsewhere (``mxrec.ray.RayContentScan``: on a cluster):
+#: ``scan(rec_path, spans, keys_by_offset, decode=..., progress=...)``, a
+#: :data:`~mxrec.doctor.contents.ContentGather` that is told the file.
+ContentScan = Callable[..., list]
+
+DATASET_KINDS = ("auto", "image", "raw")
+
+
+def verify_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                    key_type: KeyType = int) -> Report:
+    """Check the framing of ``rec_path`` and, if there is one, its ``.idx`` (default: beside it)."""
+    return verify_dataset(rec_path, idx_path, key_type, dataset_kind="raw")
+
+
+def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+                   key_type: KeyType = int, *, dataset_kind: str = "auto", layout: str = "auto",
+                   decode: bool = False,
+                   lst: str | os.PathLike | None = None, root: str | os.PathLike | None = None,
+                   against: str | os.PathLike | None = None, num_classes: int | None = None,
+                   label_kind: str = "auto", min_class_samples: int = 5, max_imbalance: float = 10.0,
+                   workers: int | None = None, progress: Callable[[int, int], None] | None = None,
+                   storage_options: StorageOptions = None, scan: ContentScan | None = None) -> Report:
+    """Run every check on ``rec_path`` (and its ``.idx``, default: beside it, if present); see the module doc.
+
+    ``dataset_kind``: ``"auto"``, ``"image"`` (always run the content checks) or
+    ``"raw"`` (RecordIO checks only, plus ``lst``/``against`` when given).
+    ``layout``: ``"auto"``, ``"insightface"`` or ``"plain"`` (see the module doc).
+    ``decode`` decodes every image on ``workers`` threads (default: all cores),
+    calling ``progress(done, total)``. ``lst`` (image paths relative to
+    ``root``, default: the ``.lst``'s folder) and ``against`` (another ``.rec``)
+    add their checks. ``num_classes``, ``label_kind`` (``"auto"``, ``"class"``,
+    ``"value"``), ``min_class_samples`` and ``max_imbalance`` tune the label checks. ``scan`` collects the
+    records' facts elsewhere than on this process's threads, as ``scan(rec_path, spans, keys_by_offset,
+    decode=..., progress=...)`` (``mxrec.ray.RayContentScan``: on a cluster); the checks are the same.
+    """
+    if dataset_kind not in DATASET_KINDS:
+        raise ValueError(f"dataset_kind must be one of {DATASET_KINDS}, not {dataset_kind!r}")
+    resolve_layout(layout)
+    rec_path = os.fspath(rec_path)
+    idx_path = resolve_index(rec_path, idx_path, storage_options)
+    report = Report(rec_path)
+    contents = None
+    with mapped(rec_path, storage_options) as buf:
+        framing_check, spans = check_framing(buf, rec_path)
+        report.checks.append(framing_check)
+        report.checks.append(check_padding(buf, spans))
+        keys = None
+        if idx_path is not None:
+            index, failed = read_index_check(idx_path, key_type, storage_options)
+            if index is None:
+                report.checks.append(failed)
+            else:
+                starts = np.array([s.offset for s in spans], np.int64)
+                report.checks.append(check_index_entries(index, starts, len(buf)))
+            keys = None if index is None else offset_keys(index)
+        if dataset_kind != "raw" or lst is not None or against is not None:
+            gather = None if scan is None else functools.partial(scan, rec_path)
+            contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout,
+                                     progress=progress, gather=gather)
+    if contents is None:
+        return report
+    other = None if against is None else read_contents(against, key_type=key_type, workers=workers,
+                                                       storage_options=storage_options).records
+    face_layout = None if layout == "plain" else find_face_layout(contents)
+    if face_layout is not None or layout == "insightface":
+        report.checks.append(check_face_layout(contents, face_layout, rec_path))
+    if dataset_kind == "image" or (dataset_kind == "auto" and looks_like_image_dataset(contents)):
+        companion_ids = () if other is None else class_counts(labelled_records(other))
+        report.checks += [
+            check_labels(contents, num_classes, label_kind, companion_ids),
+            check_balance(contents, num_classes, label_kind, min_class_samples, max_imbalance),
+            check_images(contents, decode),
+            check_shapes(contents),
+            check_duplicates(contents),
+        ]
+    elif dataset_kind == "auto":
+        report.checks.append(Check("content", True, "fewer than half the records hold an IRHeader and an image: "
+                                   "label and image checks skipped (--kind image runs them)"))
+    if other is not None:
+        report.checks.append(check_leakage(contents, other, against))
+    if lst is not None:
+        report.checks.append(check_list(lst, contents, root))
+    return report

@@ -1,0 +1,184 @@
+"""The reader contract: what every dataset of records offers, wherever and however it is stored.
+
+:class:`Records` is the one interface the consumers (the iterators, the PyTorch
+datasets, Ray, the doctor, packing) are written against. It is implemented by
+
+* :class:`~mxrec.io.local_reader.LocalRecordReader`: a local ``.rec``, memory-mapped;
+* :class:`~mxrec.io.remote_reader.RemoteRecordReader`: a ``.rec`` at a URL, read with ranged requests;
+* :class:`~mxrec.datasets.shard_set.ShardSetReader`: several ``.rec`` files read as one;
+* :class:`~mxrec.datasets.subset.RecordSubset`: some records of another :class:`Records`.
+
+:func:`~mxrec.io.opener.RecordReader` opens one file (the local or the remote
+reader, chosen by the path); :func:`~mxrec.datasets.shard_set.open_dataset`
+opens anything that names a dataset.
+
+Positions run ``0..len - 1``. :meth:`Records.fetch` is the one read path for
+many records, local or remote: a consumer hands it a batch's positions and
+gets the payloads, as cheaply as the storage allows (views into the mapping of
+a local file, coalesced ranged reads of a remote one). How a dataset likes to
+be shuffled is the reader's to say too (:meth:`Records.default_shuffle_block`,
+:meth:`Records.read_ahead`), so no consumer asks where the bytes live; what
+reading cost the storage so far, :meth:`Records.io_stats` says (:class:`IOStats`).
+
+Every implementation pickles to paths, options and parsed indexes (no open
+file, mapping or connection) and opens again, lazily, where it is unpickled:
+readers cross into ``DataLoader`` workers and Ray tasks, under fork and spawn.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from mxrec.errors import HeaderError, RecordFormatError, RecordKeyError
+from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
+
+#: Remote data is block-shuffled by default, in blocks of about this many bytes.
+REMOTE_BLOCK_BYTES = 4 << 20
+_BATCH = 4096  # records per read_batch when the default __iter__ walks a dataset
+
+
+def blocks_of(num_records: int, nbytes: int, block_bytes: int = REMOTE_BLOCK_BYTES) -> int:
+    """Records per shuffle block of about ``block_bytes`` bytes, for ``num_records`` records in ``nbytes`` bytes."""
+    return max(1, round(block_bytes * num_records / max(nbytes, 1))) if num_records else 0
+
+
+@dataclass(frozen=True)
+class IOStats:
+    """What a reader asked of its storage so far, in this process: ranged ``requests`` and the ``bytes`` they
+    brought (remote files), and the block cache's ``cache_hits``/``cache_misses`` (blocks). All zero for a
+    local file: it is memory-mapped, and reading it makes no requests. ``later - earlier`` is what was done
+    in between; ``a + b`` adds two readers' counts."""
+
+    requests: int = 0
+    bytes: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def __add__(self, other: IOStats) -> IOStats:
+        return IOStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __sub__(self, other: IOStats) -> IOStats:
+        return IOStats(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+
+class Records(ABC):
+    """A dataset of records (see the module docstring).
+
+    Attributes every implementation sets: ``path`` (what messages name: the
+    file, URL or manifest), ``index_path`` (the one ``.idx`` its keys come
+    from, ``None`` after a scan or for a shard set), ``damage`` (the first
+    framing fault a non-strict scan stepped over, or ``None``) and ``keys``
+    (the ``.idx`` keys in position order, or ``0..n-1`` after a scan).
+    """
+
+    path: str
+    index_path: str | None
+    damage: RecordFormatError | None
+    keys: Sequence
+
+    # -- what an implementation provides ----------------------------------------
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """The number of records."""
+
+    @abstractmethod
+    def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
+        """The payloads of the records at ``positions``, in that order: the read path for a batch.
+
+        Local files give views into their mapping (valid while the reader is
+        open), remote ones bytes fetched with coalesced ranged reads.
+        """
+
+    @abstractmethod
+    def view(self, position: int) -> memoryview:
+        """The record at ``position``, without a copy where the storage allows it."""
+
+    @abstractmethod
+    def position(self, key: object) -> int:
+        """The position of the record stored under ``key``; :class:`~mxrec.errors.RecordKeyError` if none is."""
+
+    @property
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Bytes of the ``.rec`` file(s)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release files and mappings. Idempotent."""
+
+    # -- derived: implementations may do them faster --------------------------------
+
+    def __getitem__(self, position: int) -> bytes:
+        """The record at ``position`` (a copy)."""
+        return bytes(self.fetch([position])[0])
+
+    def read(self, position: int) -> bytes:
+        """The record at ``position`` (as ``reader[position]``)."""
+        return self[position]
+
+    def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The records at ``positions``, in that order, as ``bytes``."""
+        return [p if isinstance(p, bytes) else bytes(p) for p in self.fetch(positions)]
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Every record, in position order."""
+        for first in range(0, len(self), _BATCH):
+            yield from self.read_batch(range(first, min(len(self), first + _BATCH)))
+
+    def header(self, position: int) -> IRHeader:
+        """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
+        view = self.view(position)
+        try:
+            flag = int.from_bytes(view[:4], "little") if len(view) >= 4 else 0
+            return unpack_header(bytes(view[:IRHEADER_SIZE + 4 * flag]))[0]
+        except HeaderError as exc:
+            raise HeaderError(f"{self.describe(position)}: {exc}") from None
+        finally:
+            view.release()
+
+    def unpack(self, position: int) -> tuple[IRHeader, bytes]:
+        """``(IRHeader, rest)`` of the record at ``position``."""
+        return unpack(self[position])
+
+    def read_key(self, key: object) -> bytes:
+        """The record stored under ``key``."""
+        return self[self.position(key)]
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            self.position(key)
+        except RecordKeyError:
+            return False
+        return True
+
+    def describe(self, position: int) -> str:
+        """``file: record key`` for messages."""
+        return f"{self.path}: record {self.keys[position]!r}"
+
+    def default_shuffle_block(self) -> int:
+        """Records per shuffle block when none is given: ``0`` (a global shuffle) where random access is cheap,
+        as here; blocks of about :data:`REMOTE_BLOCK_BYTES` where every jump costs a request."""
+        return 0
+
+    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+        """Get ready to be read in a shuffled order of blocks of ``shuffle_block`` consecutive records, mixed
+        ``shuffle_window`` blocks at a time (``0``: a global shuffle), fetched up to ``lookahead`` records of the
+        order ahead of the one being used; position 0 is number ``origin`` of the order's numbering. Local files
+        need nothing; remote ones keep the blocks being read in memory, so each is fetched once per epoch."""
+        return None
+
+    def io_stats(self) -> IOStats:
+        """Requests, bytes and block-cache lookups made so far in this process (:class:`IOStats`); a local file
+        makes none, as here."""
+        return IOStats()
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

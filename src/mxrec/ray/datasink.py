@@ -1,0 +1,240 @@
+"""Writing a Ray Dataset as a RecordIO shard set: :func:`write_recordio` and its ``Datasink``, :class:`RecordSink`.
+
+For ``write_recordio(ds, "out/train.rec")`` the result is ``out/train_00000.rec`` + ``.idx``,
+``out/train_00001.rec`` ..., and ``out/train.manifest.json`` (:mod:`mxrec.format.manifest`), in dataset
+order. What each row becomes:
+
+* ``data`` (required): the record's bytes -- after the IRHeader when the row has a header, else the
+  whole payload;
+* a header when the rows have a ``label`` column (or ``header=True``): ``IRHeader(flag, label, id, id2)``
+  packed as MXNet packs it: a scalar label (or one value with ``flag`` 0) is stored in the header, an
+  array as ``flag`` float32 labels after it. ``id``/``id2`` default to 0. The rows :func:`read_recordio`
+  gives are written back byte for byte (with ``label_width=None`` for multi-label records);
+* ``key``: the ``.idx`` key (integers, or strings when no ``shard_size`` is given); without a ``key``
+  column each shard's records are keyed ``0..n-1``, like any ``.rec`` written without keys.
+
+How a job commits: every write task (one per block, or per bundle of blocks) writes its records with
+:class:`~mxrec.io.writer.RecordWriter` (or :class:`~mxrec.io.shards.ShardedWriter` when ``shard_size``
+caps the shards) into the staging folder ``NAME.<job id>.partial/``, under names unique to the task
+*attempt*: Ray re-runs a task whose worker died with the same task index, and the dead attempt's files
+must not be taken for the retry's. When every task has succeeded, the driver (``on_write_complete``)
+moves exactly the shards the tasks returned into place, in task order, writes the manifest last, and
+removes the staging folder with whatever dead attempts left there; shards of an older set of the same
+name that the new set does not overwrite are removed after the new manifest is in place. A job that
+fails, or whose driver is interrupted, leaves no manifest and no shard under a final name: at most the
+staging folder, whose name says it is unfinished (and which :meth:`RecordSink.abort` removes).
+
+Every node must see the output folder (a shared file system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from ray.data import Dataset, Datasink
+from ray.data.block import Block, BlockAccessor
+from ray.data.datasource.datasink import WriteResult
+
+from mxrec.errors import ManifestError, OptionError, ParameterError
+from mxrec.format.header import IRHeader, pack
+from mxrec.format.manifest import Manifest, manifest_path
+from mxrec.io.shards import (
+    ShardedWriter,
+    ShardLimit,
+    describe_shards,
+    parse_shard_size,
+    read_manifest,
+    shard_paths,
+    write_manifest,
+)
+from mxrec.io.writer import RecordWriter
+from mxrec.ray.session import task_errors
+from mxrec.storage.filesystem import is_url
+
+Notes = dict[str, Any]  # what a write task reports beyond its shards (see RecordSink.records)
+
+
+def _shard_limit(shard_size: ShardLimit | int | str | None) -> ShardLimit | None:
+    if shard_size is None or isinstance(shard_size, ShardLimit):
+        return shard_size
+    if isinstance(shard_size, int):
+        return ShardLimit(records=shard_size)
+    return parse_shard_size(shard_size)
+
+
+class RecordSink(Datasink):
+    """A Ray Data ``Datasink`` writing a RecordIO shard set at ``path`` (see the module docstring).
+
+    ``shard_size``: at most this many records (an int, or ``"10000"``) or bytes (``"512MB"``) per shard;
+    by default each write task writes one shard. ``header``: pack an IRHeader from the ``label``/``flag``/
+    ``id``/``id2`` columns (default: when there is a ``label`` column). One sink writes one job:
+    :attr:`manifest` holds the result once the job has completed.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, shard_size: ShardLimit | int | str | None = None,
+                 header: bool | None = None) -> None:
+        if is_url(path):
+            raise OptionError(f"{os.fspath(path)}: write_recordio writes to a folder every node sees (local or shared "
+                              "file system); URLs are not supported as outputs")
+        self.rec_path = os.path.abspath(os.fspath(path))
+        self.limit = _shard_limit(shard_size)
+        self.header = header
+        self.manifest_path = manifest_path(self.rec_path)
+        self.job_id = uuid.uuid4().hex[:8]
+        stem, ext = os.path.splitext(self.rec_path)
+        self.staging = f"{stem if ext == '.rec' else self.rec_path}.{self.job_id}.partial"
+        self.manifest: Manifest | None = None
+        self.returns: list[dict] = []
+
+    # -- on the driver ---------------------------------------------------------------------------------------
+
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
+        folder = os.path.dirname(self.staging)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{folder}: no such folder (for {self.rec_path})")
+        os.makedirs(self.staging, exist_ok=True)
+
+    def on_write_complete(self, write_result: WriteResult) -> None:
+        self.returns = sorted(write_result.write_returns, key=lambda r: r["order"])
+        staged = [(os.path.join(self.staging, rec), os.path.join(self.staging, idx), count)
+                  for r in self.returns for rec, idx, count in r["shards"] if count > 0]
+        self.manifest = self._commit(staged)
+
+    def on_write_failed(self, error: Exception) -> None:
+        self.abort()
+
+    def run(self, job: Callable[[], object]) -> Manifest:
+        """Run ``job``, which writes a dataset into this sink (``ds.write_datasink(sink)``); return the manifest.
+
+        On any failure, Ctrl-C included, everything the job wrote is removed and the error raised (an mxrec
+        error from a task as itself).
+        """
+        self.on_write_start()
+        try:
+            with task_errors():
+                job()
+        except BaseException:
+            self.abort()
+            raise
+        if self.manifest is None:
+            raise RuntimeError(f"{self.rec_path}: Ray finished the write without calling on_write_complete")
+        return self.manifest
+
+    def abort(self) -> None:
+        """Remove everything this job wrote (its staging folder). Safe to call more than once."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _commit(self, staged: list[tuple[str, str, int]]) -> Manifest:
+        """Move the staged shards into place, write the manifest, then clear away what it does not list."""
+        old = None
+        if os.path.exists(self.manifest_path):
+            with contextlib.suppress(ManifestError, OSError):
+                old = read_manifest(self.manifest_path)
+            os.unlink(self.manifest_path)  # an older set's manifest must never describe the new shards
+        finals = [shard_paths(self.rec_path, number) for number in range(len(staged))]
+        for (rec, idx, _), (final_rec, final_idx) in zip(staged, finals, strict=True):
+            os.replace(rec, final_rec)  # the .rec first: an .idx never appears before its data
+            os.replace(idx, final_idx)
+        folder = os.path.dirname(self.manifest_path)
+        manifest = describe_shards(finals, [count for _, _, count in staged], folder)
+        write_manifest(self.manifest_path, manifest)
+        self.abort()  # the staging folder: dead attempts' files, empty shards
+        if old is not None:
+            kept = {name for pair in finals for name in pair}
+            for entry in old.shards:
+                for name in (entry.rec, entry.idx):
+                    path = os.path.join(folder, name) if name is not None else None
+                    if path is not None and path not in kept:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(path)
+        return manifest
+
+    # -- in the write tasks ------------------------------------------------------------------------------------
+
+    def write(self, blocks: Iterable[Block], ctx: Any) -> dict:
+        """Write this task's rows as shards in the staging folder; return their names and record counts."""
+        if not os.path.isdir(self.staging):  # the job was aborted (or on_write_start never ran here)
+            raise FileNotFoundError(f"{self.staging}: the staging folder of this write is gone")
+        base = os.path.join(self.staging, f"{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}.rec")
+        notes: Notes = {}
+        writer: RecordWriter | ShardedWriter | None = None
+        try:
+            for block in blocks:
+                for key, payload in self.records(block, notes):
+                    if writer is None:
+                        writer = self._open(base, key)
+                    writer.write(payload, key)
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is None:
+            shards = []
+        elif isinstance(writer, ShardedWriter):
+            writer.close()
+            shards = [(e.rec, e.idx, e.records) for e in read_manifest(writer.manifest_path).shards]
+        else:
+            writer.close()
+            shards = [(os.path.basename(writer.path), os.path.basename(writer.index_path), len(writer))]
+        return {"task": ctx.task_idx, "order": ctx.task_idx, "shards": shards, **notes}
+
+    def _open(self, base: str, first_key: object) -> RecordWriter | ShardedWriter:
+        """The writer of one task, for keys of the first key's type (strings, else integers)."""
+        if self.limit is None:
+            return RecordWriter(base, index=True, key_type=str if isinstance(first_key, str) else int, atomic=True)
+        if isinstance(first_key, str):
+            raise OptionError(f"write_recordio: shard_size needs integer keys, not strings like {first_key!r}")
+        return ShardedWriter(base, self.limit)
+
+    def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
+        """``(key, payload)`` for each row of ``block``; subclasses may add what they report to ``notes``
+        (``notes["order"]`` places the task's shards in the set; by default the task index does)."""
+        batch = BlockAccessor.for_block(block).to_batch_format("numpy")
+        if "data" not in batch:
+            raise ParameterError(f"write_recordio: the rows need a 'data' column (the record bytes); they have "
+                                 f"{sorted(batch)}")
+        data = batch["data"]
+        keys = batch.get("key")
+        with_header = self.header if self.header is not None else "label" in batch
+        labels, flags, ids, id2s = (batch.get(name) for name in ("label", "flag", "id", "id2"))
+        for row in range(len(data)):
+            key = None if keys is None else keys[row].item() if isinstance(keys[row], np.generic) else keys[row]
+            body = bytes(data[row])
+            if not with_header:
+                yield key, body
+                continue
+            label = 0.0 if labels is None else _header_label(labels[row], None if flags is None else flags[row], key)
+            header = IRHeader(0, label, 0 if ids is None else int(ids[row]), 0 if id2s is None else int(id2s[row]))
+            yield key, pack(header, body)
+
+
+def _header_label(value: object, flag: object, key: object) -> float | np.ndarray:
+    """The label to pack: a scalar when the value is one, or one value with ``flag`` 0; else a float32 array."""
+    if np.ndim(value) == 0:
+        return float(value)
+    values = np.asarray(value, np.float32).ravel()
+    if flag is not None and int(flag) == 0:
+        if values.size != 1:
+            raise ParameterError(f"write_recordio: record {key!r} has flag 0 (one scalar label) but "
+                                 f"{values.size} labels")
+        return float(values[0])
+    return values
+
+
+def write_recordio(ds: Dataset, path: str | os.PathLike, *, shard_size: ShardLimit | int | str | None = None,
+                   header: bool | None = None, ray_remote_args: dict | None = None,
+                   concurrency: int | None = None) -> Manifest:
+    """Write ``ds`` as a RecordIO shard set at ``path`` (see the module docstring); return its manifest.
+
+    The manifest is ``NAME.manifest.json`` beside ``NAME_00000.rec``. On any failure, Ctrl-C included,
+    this job's files are removed and the error is raised (an mxrec error from a task as itself).
+    """
+    sink = RecordSink(path, shard_size=shard_size, header=header)
+    return sink.run(lambda: ds.write_datasink(sink, ray_remote_args=ray_remote_args, concurrency=concurrency))

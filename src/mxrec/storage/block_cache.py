@@ -1,0 +1,164 @@
+"""The local block cache: fixed-size blocks of remote files kept on local disk, bounded, shared between processes.
+
+A :class:`BlockCache` stores block ``n`` of a remote file (bytes ``[n * B,
+(n + 1) * B)``, ``B`` = :attr:`BlockCache.block_size`) as one file under
+``cache_dir/<file id>/<n>``. The file id is a hash of the URL, the file's size
+and its version tag (ETag, modification time) when the store gives one, so a
+changed remote file never meets the blocks of its previous version.
+
+Safe with several processes (``DataLoader`` workers, ranks on one node):
+
+* a block is written to a private temporary name in the same folder and
+  renamed into place (atomic on POSIX), so a reader sees a whole block or none;
+* every block read is checked for its exact expected length (a block that
+  is not whole is ignored, removed and fetched again), so nothing partial or
+  foreign is ever served;
+* eviction removes the least recently used blocks (their modification time is
+  refreshed on every hit) once the folder exceeds ``max_bytes``; a block
+  evicted under a reader's feet is simply a miss.
+
+``cache_dir`` comes from the API (``cache_dir=``) or the environment
+(``MXREC_CACHE_DIR``); the bound from ``max_bytes`` or ``MXREC_CACHE_SIZE``
+(bytes, or with a unit: ``20GB``, default 10 GiB); the block size from
+``block_size`` or ``MXREC_CACHE_BLOCK`` (default 4 MiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+
+ENV_DIR = "MXREC_CACHE_DIR"
+ENV_SIZE = "MXREC_CACHE_SIZE"
+ENV_BLOCK = "MXREC_CACHE_BLOCK"
+DEFAULT_MAX_BYTES = 10 << 30
+DEFAULT_BLOCK_SIZE = 4 << 20
+_EVICT_CHECK_EVERY = 16  # blocks written by this process between checks of the folder's size
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}
+
+
+def parse_bytes(text: str | int) -> int:
+    """``"20GB"`` -> 20 * 10**9, ``"4MiB"`` -> 4 << 20, ``4096`` -> 4096."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (examples: 4096, 512MB, 20GiB)")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+class BlockCache:
+    """Blocks of remote files under ``directory``, at most ``max_bytes`` in all (see the module docstring)."""
+
+    def __init__(self, directory: str | os.PathLike, max_bytes: int | str | None = None,
+                 block_size: int | str | None = None) -> None:
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.max_bytes = parse_bytes(max_bytes if max_bytes is not None else
+                                     os.environ.get(ENV_SIZE, DEFAULT_MAX_BYTES))
+        self.block_size = parse_bytes(block_size if block_size is not None else
+                                      os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
+        if self.block_size < 1 or self.max_bytes < self.block_size:
+            raise ValueError(f"cache: need 1 <= block_size <= max_bytes, got {self.block_size} and {self.max_bytes}")
+        self.hits = 0
+        self.misses = 0
+        self._written = 0
+
+    @classmethod
+    def from_setting(cls, cache_dir: str | os.PathLike | BlockCache | None) -> BlockCache | None:
+        """The cache ``cache_dir`` asks for: an existing cache, a folder, or (None) ``$MXREC_CACHE_DIR`` if set."""
+        if isinstance(cache_dir, BlockCache):
+            return cache_dir
+        folder = cache_dir if cache_dir is not None else os.environ.get(ENV_DIR) or None
+        return None if folder is None else cls(folder)
+
+    def __getstate__(self) -> dict:
+        return {"directory": self.directory, "max_bytes": self.max_bytes, "block_size": self.block_size}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["directory"], state["max_bytes"], state["block_size"])
+
+    @staticmethod
+    def file_id(url: str, size: int, version: str | None) -> str:
+        """The folder name of one version of one remote file."""
+        return hashlib.sha256(f"{url}\0{size}\0{version or ''}".encode()).hexdigest()[:32]
+
+    def block_length(self, size: int, number: int) -> int:
+        """Bytes in block ``number`` of a ``size``-byte file."""
+        return max(0, min(self.block_size, size - number * self.block_size))
+
+    def _path(self, file_id: str, number: int) -> str:
+        return os.path.join(self.directory, file_id, str(number))
+
+    def get(self, file_id: str, number: int, length: int) -> bytes | None:
+        """Block ``number`` if it is cached whole (exactly ``length`` bytes), else None."""
+        path = self._path(file_id, number)
+        try:
+            with open(path, "rb") as f:
+                data = f.read(length + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            self.misses += 1
+            return None
+        if len(data) != length:  # cannot come from this cache's own writes; never serve it
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            self.misses += 1
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # most recently used
+        self.hits += 1
+        return data
+
+    def put(self, file_id: str, number: int, data: bytes) -> None:
+        """Store block ``number`` atomically (a private temporary name, then a rename)."""
+        folder = os.path.join(self.directory, file_id)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{number}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, self._path(file_id, number))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._written += 1
+        if self._written % _EVICT_CHECK_EVERY == 0 or len(data) * self._written >= self.max_bytes:
+            self.evict()
+
+    def usage(self) -> list[tuple[float, int, str]]:
+        """``(last use, bytes, path)`` of every cached block."""
+        found = []
+        with contextlib.suppress(FileNotFoundError):
+            for folder in os.scandir(self.directory):
+                if not folder.is_dir():
+                    continue
+                for entry in os.scandir(folder.path):
+                    if entry.name.startswith("."):
+                        continue
+                    with contextlib.suppress(FileNotFoundError):
+                        st = entry.stat()
+                        found.append((st.st_mtime, st.st_size, entry.path))
+        return found
+
+    def evict(self) -> int:
+        """Remove least recently used blocks until the cache holds at most ``max_bytes``; return bytes freed."""
+        blocks = self.usage()
+        total = sum(size for _, size, _ in blocks)
+        freed = 0
+        if total <= self.max_bytes:
+            return 0
+        for _, size, path in sorted(blocks):
+            if total - freed <= self.max_bytes * 0.9:
+                break
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                freed += size
+        return freed
+
+    def __repr__(self) -> str:
+        return f"BlockCache({self.directory!r}, max_bytes={self.max_bytes}, block_size={self.block_size})"
+

@@ -1,0 +1,205 @@
+"""``mxrec pack --engine ray`` on a real local Ray cluster: record for record what a local ``mxrec pack`` writes.
+
+Every option of the local pack is compared (the local pack is itself checked byte for byte against
+real im2rec in ``tests/compat``), broken images are reported and counted alike, ``strict`` stops with no
+output, a killed worker is retried without duplicates, and an interrupted command leaves nothing that
+looks complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mxrec.errors import PackError
+from mxrec.format.lst import ListEntry
+from mxrec.io.lists import read_list, write_list
+from mxrec.io.opener import RecordReader
+from mxrec.io.shards import ShardLimit, read_manifest
+from mxrec.packing.job import pack_list
+from mxrec.packing.prepare import ImageTransform
+from testkit import SRC
+from testkit.datasets import make_broken_image_set
+from testkit.ray_cluster import LocalRayCluster, crash_worker_once
+
+pytestmark = pytest.mark.slow
+
+# option set -> (.lst in golden/im2rec, transform, pack_label)
+OPTIONS = {
+    "default": ("default/sub.lst", ImageTransform(), False),
+    "resize-center-crop": ("default/sub.lst", ImageTransform(resize=64, center_crop=True, quality=90), False),
+    "pass-through": ("default/sub.lst", ImageTransform(pass_through=True), False),
+    "pack-label": ("packlabel3/sub.lst", ImageTransform(), True),
+    "grey-png": ("default/sub.lst", ImageTransform(color=0, encoding=".png", quality=3), False),
+}
+
+
+def records(path: str | Path) -> list[tuple[object, bytes]]:
+    """``(key, payload)`` of a ``.rec`` or, for a manifest, of its whole shard set in order."""
+    path = Path(path)
+    if path.name.endswith(".manifest.json"):
+        return [r for shard in read_manifest(path).shards for r in records(path.parent / shard.rec)]
+    with RecordReader(path) as reader:
+        return list(zip(reader.keys, reader, strict=True))
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_records_equal_a_local_pack(mray, im2rec, tmp_path, option):
+    lst, transform, pack_label = OPTIONS[option]
+    local = pack_list(im2rec / lst, im2rec / "photos200", tmp_path / "local.rec", transform, pack_label=pack_label)
+    shutil.copy(im2rec / lst, tmp_path / "ray.lst")
+    done = []
+    result = mray.pack_list_ray(tmp_path / "ray.lst", im2rec / "photos200", None, transform, pack_label=pack_label,
+                                blocks=3, progress=lambda n, total: done.append((n, total)))
+    assert result.manifest == str(tmp_path / "ray.manifest.json")
+    assert [Path(rec).name for rec, _ in result.outputs] == ["ray_00000.rec", "ray_00001.rec", "ray_00002.rec"]
+    assert records(result.manifest) == records(tmp_path / "local.rec")
+    assert result.records == local.records == 50 and result.skipped == []
+    assert done[-1] == (50, 50) and all(n <= total for n, total in done)
+    assert sorted(p.name for p in tmp_path.iterdir() if "partial" in p.name) == []
+
+
+@dataclass
+class BrokenSet:
+    lst: Path
+    root: Path
+
+
+@pytest.fixture
+def broken(im2rec, tmp_path) -> BrokenSet:
+    """Good photos and every kind of bad image file, in one .lst (as tests/pack/test_job.py packs them)."""
+    return BrokenSet(*make_broken_image_set(tmp_path, im2rec / "photos200"))
+
+
+@pytest.mark.parametrize("transform", [ImageTransform(resize=32), ImageTransform(pass_through=True)])
+def test_broken_images_are_reported_and_counted_as_locally(mray, broken, tmp_path, transform):
+    local = pack_list(broken.lst, broken.root, tmp_path / "local.rec", transform)
+    seen, warned = [], []
+    result = mray.pack_list_ray(broken.lst, broken.root, tmp_path / "ray.rec", transform, blocks=3,
+                                on_skip=seen.append, on_warning=warned.append)
+    assert result.skipped == local.skipped == seen  # index, path and reason, in .lst order
+    assert result.not_images == local.not_images == warned  # pass-through: the text file, stored and reported
+    assert len(result.skipped) == (3 if transform.pass_through else 4)
+    assert len(result.not_images) == (1 if transform.pass_through else 0)
+    assert result.records == local.records
+    assert records(result.manifest) == records(tmp_path / "local.rec")
+
+
+def test_nothing_packed_is_the_local_error(mray, broken, tmp_path):
+    with pytest.raises(PackError) as local:
+        pack_list(broken.lst, tmp_path / "wrong-root", tmp_path / "local.rec")
+    with pytest.raises(PackError) as remote:
+        mray.pack_list_ray(broken.lst, tmp_path / "wrong-root", tmp_path / "ray.rec", blocks=2)
+    assert str(remote.value) == str(local.value)
+    assert "none of its 7 images could be packed" in str(remote.value) and "right image root" in str(remote.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
+
+
+def test_strict_stops_with_the_local_error_and_no_output(mray, broken, tmp_path):
+    lines = read_list(broken.lst)
+    write_list(broken.lst, [e for e in lines if e.path != "empty.jpg" and e.path != "cut.jpg"
+                            and e.path != "text.jpg"])  # one bad image left: missing.jpg
+    with pytest.raises(PackError) as local:
+        pack_list(broken.lst, broken.root, tmp_path / "local.rec", strict=True)
+    with pytest.raises(PackError) as remote:
+        mray.pack_list_ray(broken.lst, broken.root, tmp_path / "ray.rec", strict=True, blocks=2)
+    assert str(remote.value) == str(local.value)
+    assert "missing.jpg" in str(remote.value) and "stopping (strict)" in str(remote.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
+
+
+class CrashingTransform(ImageTransform):
+    """im2rec's transform, except that the worker packing ``victim`` dies the first time it gets there."""
+
+    def __init__(self, marker: str, victim: str, **options: object) -> None:
+        super().__init__(**options)
+        object.__setattr__(self, "marker", marker)
+        object.__setattr__(self, "victim", victim)
+
+    def apply(self, data: bytes, what: str = "image") -> bytes:
+        if what.endswith(self.victim):
+            crash_worker_once(self.marker)
+        return super().apply(data, what)
+
+
+def test_a_killed_worker_is_retried_and_each_record_packed_once(mray, im2rec, tmp_path):
+    lst = im2rec / "default" / "sub.lst"
+    victim = read_list(lst)[30].path  # well inside a task: records before it were written by the dead attempt
+    pack_list(lst, im2rec / "photos200", tmp_path / "local.rec", ImageTransform(resize=48))
+    shutil.copy(lst, tmp_path / "ray.lst")
+    transform = CrashingTransform(str(tmp_path / "crashed"), victim, resize=48)
+    result = mray.pack_list_ray(tmp_path / "ray.lst", im2rec / "photos200", None, transform, blocks=2,
+                                shard_limit=ShardLimit(records=7))
+    assert (tmp_path / "crashed").exists(), "no worker was killed: the test proves nothing"
+    assert records(result.manifest) == records(tmp_path / "local.rec")
+    assert [s.records for s in read_manifest(result.manifest).shards] == [7, 7, 7, 4, 7, 7, 7, 4]
+    assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
+
+
+# ------------------------------------------------------------------------------------------------ command line
+
+def mxrec_command(cluster: LocalRayCluster, *args: object) -> subprocess.Popen:
+    """``python -m mxrec ARGS`` as a driver of the test cluster (``RAY_ADDRESS`` and loopback settings)."""
+    env = cluster.driver_env()
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen([sys.executable, "-m", "mxrec", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_cli_pack_engine_ray_equals_local(ray_cluster, im2rec, tmp_path):
+    for name in ("local", "ray"):
+        (tmp_path / name).mkdir()
+        shutil.copy(im2rec / "default" / "sub.lst", tmp_path / name / "sub.lst")
+    options = ["--resize", "40", "--shard-size", "20", "--no-progress"]
+    local = mxrec_command(ray_cluster, "pack", *options, tmp_path / "local" / "sub", im2rec / "photos200")
+    remote = mxrec_command(ray_cluster, "pack", "--engine", "ray", *options, tmp_path / "ray" / "sub",
+                           im2rec / "photos200")
+    for job in (local, remote):
+        out, err = job.communicate(timeout=300)
+        assert job.returncode == 0, out + err
+    assert "50 records, 0 skipped" in out and "sub.manifest.json" in out
+    assert records(tmp_path / "ray" / "sub.manifest.json") == records(tmp_path / "local" / "sub.manifest.json")
+    ray_set = read_manifest(tmp_path / "ray" / "sub.manifest.json")
+    assert ray_set == read_manifest(tmp_path / "local" / "sub.manifest.json")  # the same shards, sizes included
+    assert [s.records for s in ray_set.shards] == [20, 20, 10]
+    for shard in ray_set.shards:
+        assert (tmp_path / "ray" / shard.rec).read_bytes() == (tmp_path / "local" / shard.rec).read_bytes()
+    assert json.loads((tmp_path / "ray" / "sub.manifest.json").read_text())["records"] == 50
+
+
+def test_cli_strict_error_is_one_line(ray_cluster, broken, tmp_path):
+    job = mxrec_command(ray_cluster, "pack", "--engine", "ray", "--strict", "--no-progress", tmp_path / "set",
+                        broken.root)
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 2, out + err
+    assert err.count("\n") == 1 and err.startswith("mxrec pack: error: ") and "stopping (strict)" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_pack_leaves_nothing_that_looks_complete(ray_cluster, im2rec, tmp_path, how):
+    # Enough slow PNG encodings that the job is surely still running when the signal comes.
+    entries = [ListEntry(i, (0.0,), e.path) for i, e in enumerate(read_list(im2rec / "default" / "sub.lst") * 12)]
+    write_list(tmp_path / "big.lst", entries)
+    job = mxrec_command(ray_cluster, "pack", "--engine", "ray", "--encoding", ".png", "--no-progress",
+                        tmp_path / "big", im2rec / "photos200")
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("big.*.partial/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the first task has started writing
+    time.sleep(0.5)
+    assert job.poll() is None, "the pack finished before it could be interrupted"
+    job.send_signal(how)
+    _, err = job.communicate(timeout=60)
+    # The command line turns SIGTERM into KeyboardInterrupt too (Ray's own handler would exit at once).
+    assert job.returncode == 128 + how, err
+    assert err.splitlines() == ["mxrec pack: " + ("interrupted" if how == signal.SIGINT else "terminated (SIGTERM)")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.lst"]  # the staging folder is gone too
