@@ -14,6 +14,7 @@ The rooms, from the bottom up (each may import only the rooms listed before it):
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``), :mod:`mxrec.interop` (``convert``: to and from WebDataset, Parquet,
   TFRecord); above them :mod:`mxrec.torch` (PyTorch datasets) and :mod:`mxrec.ray` (Ray Data).
+* :mod:`mxrec.probing` (``mxrec.probe``: running a loader configuration briefly and diagnosing it).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
 Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
@@ -56,6 +57,7 @@ from mxrec.packing.extract import extract_records
 from mxrec.packing.job import pack_list, pack_prefix
 from mxrec.packing.make_lists import make_lists, read_labelled_csv
 from mxrec.packing.prepare import ImageTransform
+from mxrec.probing import ProbeResult, probe
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
 from mxrec.train.face_pairs import VerificationSet, load_verification_set
 
@@ -79,6 +81,7 @@ __all__ = [
     "MxrecError",
     "OutputPathError",
     "ParameterError",
+    "ProbeResult",
     "RecordFormatError",
     "RecordKeyError",
     "RecordReader",
@@ -104,6 +107,7 @@ __all__ = [
     "pack",
     "pack_list",
     "pack_prefix",
+    "probe",
     "read_face_set",
     "read_index",
     "read_labelled_csv",

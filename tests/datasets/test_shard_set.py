@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import pickle
+import uuid
 
+import fsspec
 import pytest
 
 from mxrec.datasets.shard_set import ShardSetReader, expand_braces, open_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import DuplicateKeyError, ManifestError, RecordKeyError
 from mxrec.io.local_reader import LocalRecordReader
+from mxrec.io.records import IOStats
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
+from mxrec.storage.block_cache import BlockCache
 
 
 @pytest.fixture
@@ -81,3 +86,26 @@ def test_expand_braces_keeps_padding():
 def test_empty_patterns_say_so(tmp_path):
     with pytest.raises(ManifestError, match="matches no .rec file"):
         open_dataset(tmp_path / "none-*.rec")
+
+
+def test_io_stats_add_the_shards_and_count_their_shared_cache_once(shard_set, tmp_path):
+    fs = fsspec.filesystem("memory")
+    folder = f"/shards-{uuid.uuid4().hex}"
+    for path in sorted(shard_set.glob("train_0000*")):
+        fs.pipe_file(f"{folder}/{path.name}", path.read_bytes())
+    cache = BlockCache(tmp_path / "cache", block_size=4096)
+    try:
+        dataset = open_dataset(f"memory://{folder}/train_*.rec", cache_dir=cache)
+        assert dataset.io_stats() == IOStats()  # no shard opened yet
+        assert list(dataset) == [b"record %d" % i for i in range(100)]
+        stats = dataset.io_stats()
+        shards = [dataset.shard(n).io_stats() for n in range(len(dataset.shards))]
+        assert stats.requests == sum(s.requests for s in shards) >= len(shards)
+        assert stats.bytes == sum(s.bytes for s in shards) > 0
+        assert (stats.cache_hits, stats.cache_misses) == (cache.hits, cache.misses) and cache.misses >= len(shards)
+        assert RecordSubset(dataset, [3, 50]).io_stats() == stats  # a subset reads through its reader
+        local = open_dataset(shard_set / "train_*.rec")
+        list(local)
+        assert local.io_stats() == IOStats()
+    finally:
+        fs.rm(folder, recursive=True)

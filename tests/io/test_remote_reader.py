@@ -13,7 +13,7 @@ import pytest
 from mxrec.errors import IndexFileError, RecordFormatError, RemoteNotFoundError
 from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.opener import RecordReader
-from mxrec.io.records import Records
+from mxrec.io.records import IOStats, Records
 from mxrec.io.remote_reader import NoIndexWarning, RemoteRecordReader, record_ends
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.block_cache import BlockCache, parse_bytes
@@ -187,3 +187,29 @@ def test_remote_writer_is_byte_identical_and_atomic(local):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert RecordReader(f"{folder}/out.rec").read_batch([0, 399]) == [payloads()[0], payloads()[399]]
+
+
+def test_io_stats_count_requests_bytes_and_cache_lookups(local, memory, tmp_path):
+    reference = RecordReader(local)
+    list(reference)
+    assert reference.io_stats() == IOStats()  # memory-mapped: no requests
+    reader = RecordReader(memory)
+    before = reader.io_stats()
+    reader.read_batch(range(100, 200))  # contiguous: one request, the span of those records
+    spent = reader.io_stats() - before
+    assert spent.requests == 1 == reader.file.requests - before.requests
+    assert spent.bytes == int(reader.ends[199] - reader.offsets[100])
+    assert (spent.cache_hits, spent.cache_misses) == (0, 0)
+    assert pickle.loads(pickle.dumps(reader)).io_stats() == IOStats()  # counted per process
+
+    cache = BlockCache(tmp_path / "cache", max_bytes="1MiB", block_size=4096)
+    first = RecordReader(memory, cache_dir=cache)
+    list(first)
+    filled = first.io_stats()
+    assert filled.requests >= 1 and filled.bytes >= local.stat().st_size and filled.cache_misses >= 1
+    again = RecordReader(memory, cache_dir=cache)
+    before = again.io_stats()
+    list(again)
+    spent = again.io_stats() - before
+    assert (spent.requests, spent.bytes, spent.cache_misses) == (0, 0, 0) and spent.cache_hits >= 1
+    assert IOStats(1, 2, 3, 4) + IOStats(1, 1, 1, 1) == IOStats(2, 3, 4, 5)

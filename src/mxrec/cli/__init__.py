@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from mxrec import __version__
 from mxrec.errors import MxrecError
 
-SUBCOMMANDS = ["info", "index", "verify", "list", "pack", "im2rec", "extract", "preview", "stats", "convert"]
+SUBCOMMANDS = ["info", "index", "verify", "list", "pack", "im2rec", "extract", "preview", "stats", "convert", "probe"]
 EXIT_OK, EXIT_DAMAGED, EXIT_ERROR = 0, 1, 2
 EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)
 

@@ -28,6 +28,7 @@ from mxrec.cli.options import add_dataset, add_engine, add_no_progress, add_work
 from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
+from mxrec.doctor.html import verify_page, write_page
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.sets import verify as verify_dataset
 from mxrec.doctor.verify_dataset import DATASET_KINDS
@@ -59,6 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repair", metavar="OUT", help="write a clean copy of every intact record to OUT (+ .idx)")
     p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (thumbnails of offending "
+                                                  "records, class histogram, image sizes)")
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
     add_engine(p, "read and decode the records (ray: the per-record checks as Ray tasks; same report)")
     add_no_progress(p)
@@ -107,6 +110,8 @@ def check(args: argparse.Namespace, verify: Callable[..., Any]) -> int:
             lst=args.lst, root=args.root, against=args.against, num_classes=args.num_classes,
             label_kind=args.label_kind, min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance,
             workers=args.workers, progress=bar)
+    if args.html:
+        write_page(args.html, verify_page(report, args.rec, args.idx))
     if args.json:
         out = report.to_dict()
         if repair is not None:

@@ -34,7 +34,7 @@ import bisect
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -52,7 +52,7 @@ from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
 from mxrec.io.opener import RecordReader
-from mxrec.io.records import Records, blocks_of
+from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
@@ -418,6 +418,13 @@ class ShardSetReader(Records):
     def describe(self, position: int) -> str:
         number, local = self.locate(position)
         return self.shard(number).describe(local)
+
+    def io_stats(self) -> IOStats:
+        """The opened shards' requests and bytes; the block cache they share counted once."""
+        total = sum((reader.io_stats() for reader in self._readers if reader is not None), IOStats())
+        if self.cache_dir is not None:
+            total = replace(total, cache_hits=self.cache_dir.hits, cache_misses=self.cache_dir.misses)
+        return total
 
     def default_shuffle_block(self) -> int:
         """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""

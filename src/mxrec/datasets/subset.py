@@ -15,7 +15,7 @@ import numpy as np
 
 from mxrec.errors import RecordFormatError, RecordKeyError, RecordPositionError
 from mxrec.format.header import IRHeader
-from mxrec.io.records import Records, blocks_of
+from mxrec.io.records import IOStats, Records, blocks_of
 
 
 class RecordSubset(Records):
@@ -82,6 +82,10 @@ class RecordSubset(Records):
 
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
         return self.reader.read_batch(self._all_at(positions))
+
+    def io_stats(self) -> IOStats:
+        """The underlying reader's (a subset reads through it)."""
+        return self.reader.io_stats()
 
     def default_shuffle_block(self) -> int:
         """The reader's choice, in records of the subset."""

@@ -219,3 +219,41 @@ def to_rgb(img: np.ndarray) -> np.ndarray:
     if img.shape[2] == 4:
         return np.ascontiguousarray(img[..., [2, 1, 0, 3]])
     return np.ascontiguousarray(img[..., ::-1])
+
+
+def jpeg_size(buf: bytes | memoryview) -> tuple[int, int] | None:
+    """``(height, width)`` of a JPEG from its header (``simplejpeg``), or ``None`` when it is not one it reads."""
+    jpeg = simplejpeg()
+    if jpeg is None or not is_jpeg(buf):
+        return None
+    try:
+        height, width = jpeg.decode_jpeg_header(buf)[:2]
+    except ValueError:
+        return None
+    return int(height), int(width)
+
+
+def decode_pixels_scaled(buf: bytes | memoryview, channels: int, min_height: int, min_width: int, *,
+                         what: str = "image", buffers: DecodeBuffers | None = None) -> np.ndarray:
+    """Like :func:`decode_pixels`, but a JPEG at the smallest of 1/8, 1/4, 1/2 scale (libjpeg-turbo's SIMD scaled
+    IDCTs) that is at least ``min_height`` x ``min_width``, else full size: the scaled IDCT skips most of the
+    inverse transform and upsampling work.
+
+    Anything but a JPEG ``simplejpeg`` reads is decoded at full size.
+    """
+    space = _SIMPLEJPEG_SPACE.get(channels)
+    jpeg = simplejpeg() if space is not None and is_jpeg(buf) else None
+    if jpeg is not None:
+        try:
+            full_height, full_width = jpeg.decode_jpeg_header(buf)[:2]
+            for divisor in (8, 4, 2, 1):  # libjpeg rounds scaled sizes up
+                height, width = -(-full_height // divisor), -(-full_width // divisor)
+                if height >= min_height and width >= min_width:
+                    break
+            out = None if buffers is None else buffers.take(height * width * channels)
+            img = jpeg.decode_jpeg(buf, colorspace=space, min_height=height, min_width=width, buffer=out)
+        except ValueError:
+            pass  # OpenCV decides, at full size
+        else:
+            return img[..., 0] if channels == 1 else img
+    return decode_pixels(buf, channels, what=what, buffers=buffers)

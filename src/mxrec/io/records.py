@@ -17,7 +17,8 @@ many records, local or remote: a consumer hands it a batch's positions and
 gets the payloads, as cheaply as the storage allows (views into the mapping of
 a local file, coalesced ranged reads of a remote one). How a dataset likes to
 be shuffled is the reader's to say too (:meth:`Records.default_shuffle_block`,
-:meth:`Records.read_ahead`), so no consumer asks where the bytes live.
+:meth:`Records.read_ahead`), so no consumer asks where the bytes live; what
+reading cost the storage so far, :meth:`Records.io_stats` says (:class:`IOStats`).
 
 Every implementation pickles to paths, options and parsed indexes (no open
 file, mapping or connection) and opens again, lazily, where it is unpickled:
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -42,6 +44,25 @@ _BATCH = 4096  # records per read_batch when the default __iter__ walks a datase
 def blocks_of(num_records: int, nbytes: int, block_bytes: int = REMOTE_BLOCK_BYTES) -> int:
     """Records per shuffle block of about ``block_bytes`` bytes, for ``num_records`` records in ``nbytes`` bytes."""
     return max(1, round(block_bytes * num_records / max(nbytes, 1))) if num_records else 0
+
+
+@dataclass(frozen=True)
+class IOStats:
+    """What a reader asked of its storage so far, in this process: ranged ``requests`` and the ``bytes`` they
+    brought (remote files), and the block cache's ``cache_hits``/``cache_misses`` (blocks). All zero for a
+    local file: it is memory-mapped, and reading it makes no requests. ``later - earlier`` is what was done
+    in between; ``a + b`` adds two readers' counts."""
+
+    requests: int = 0
+    bytes: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def __add__(self, other: IOStats) -> IOStats:
+        return IOStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __sub__(self, other: IOStats) -> IOStats:
+        return IOStats(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
 
 
 class Records(ABC):
@@ -150,6 +171,11 @@ class Records(ABC):
         order ahead of the one being used; position 0 is number ``origin`` of the order's numbering. Local files
         need nothing; remote ones keep the blocks being read in memory, so each is fetched once per epoch."""
         return None
+
+    def io_stats(self) -> IOStats:
+        """Requests, bytes and block-cache lookups made so far in this process (:class:`IOStats`); a local file
+        makes none, as here."""
+        return IOStats()
 
     def __enter__(self) -> Records:
         return self

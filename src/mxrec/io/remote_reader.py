@@ -47,7 +47,7 @@ from mxrec.format import framing
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
 from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
-from mxrec.io.records import Records, blocks_of
+from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import StorageOptions, is_url, read_bytes
@@ -245,6 +245,13 @@ class RemoteRecordReader(Records):
         return out
 
     fetch = read_batch
+
+    def io_stats(self) -> IOStats:
+        """Ranged requests and bytes of this file, and its block cache's lookups (shared with the other files
+        that use the cache)."""
+        cache = self.file.cache
+        return IOStats(self.file.requests, self.file.bytes_fetched, cache.hits if cache is not None else 0,
+                       cache.misses if cache is not None else 0)
 
     def default_shuffle_block(self) -> int:
         """Blocks of about :data:`~mxrec.io.records.REMOTE_BLOCK_BYTES`: every jump costs a request."""

@@ -21,7 +21,8 @@ file system (connections, event loop) is made again, lazily, in each process,
 and looked up again after a ``fork`` (the process id is checked on every use),
 so a file read in a parent goes on working in its forked children. Threads of
 one process that need the same cache block at once share one download.
-:attr:`RemoteFile.requests` counts the ranged reads this object made.
+:attr:`RemoteFile.requests` counts the ranged reads this object made, :attr:`RemoteFile.bytes_fetched` the
+bytes they brought.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class RemoteFile:
         self.url, self.storage_options, self.cache, self.policy = url, dict(storage_options or {}), cache, policy
         self._size, self.version = size, version
         self.requests = 0
+        self.bytes_fetched = 0
         self._fs: Any = None
         self._path: str | None = None
         self._pid = 0
@@ -112,7 +114,7 @@ class RemoteFile:
         state["_pid"] = state["_inflight_pid"] = 0
         state["_inflight_lock"] = None
         state["_inflight"] = {}
-        state["requests"] = 0
+        state["requests"] = state["bytes_fetched"] = 0
         return state
 
     def _filesystem(self) -> tuple[Any, str]:
@@ -206,6 +208,7 @@ class RemoteFile:
                                                      f"{end - start} (truncated answer, or the file changed)")
                 else:
                     results[i] = answer
+                    self.bytes_fetched += len(answer)
                     continue
                 if attempt == self.policy.retries or not is_transient(error):
                     raise remote_error(self.url, error, f"read bytes {start}..{end}")
@@ -237,6 +240,7 @@ class RemoteFile:
         if self._size is not None and len(data) != self._size:
             raise ShortReadError(self.url, f"got {len(data)} bytes, expected {self._size}")
         self._size = len(data)
+        self.bytes_fetched += len(data)
         return data
 
     def chunks(self, start: int = 0, end: int | None = None, chunk: int = 16 << 20) -> Iterator[tuple[int, bytes]]:

@@ -30,6 +30,7 @@ from mxrec.train.params import preprocess_params
 from mxrec.train.pipeline import OnBroken
 from mxrec.train.sample_loader import RecordSampleLoader
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW
+from mxrec.train.timing import StageClock
 from mxrec.transforms.rng import SampleRandom
 
 
@@ -70,7 +71,9 @@ class ImageRecordDataset(ImageSamples, Dataset):
     pass ``collate_fn=mxrec.torch.batch_collate``. This is the fast path of
     the map-style datasets; ``dtype="uint8"`` (normalise on the GPU) is
     faster still, and :func:`torch_batches` over an ``ImageRecordIter``
-    (threads, batch buffers reused) fastest.
+    (threads, batch buffers reused) fastest. ``fast_decode: True`` among the
+    ``preprocess`` parameters decodes JPEGs reduced where ``resize`` or a
+    random-resized crop allows, as the iterator's ``fast_decode``.
     """
 
     def __init__(self, path: DatasetSpec, index: Index = None, *, flag: int = 1, transform: Callable | None = None,
@@ -82,9 +85,11 @@ class ImageRecordDataset(ImageSamples, Dataset):
                          seed=seed, on_broken=on_broken, label_dtype=label_dtype, storage_options=storage_options,
                          cache_dir=cache_dir, layout=layout)
         self.preprocess = None if preprocess is None else (
-            *preprocess_params(preprocess, "preprocess", extra=("label_width",)),
+            *preprocess_params(preprocess, "preprocess", extra=("label_width",), decode=True),
             int(preprocess.get("label_width", 1)))
+        self.fast_decode = bool(preprocess.get("fast_decode", False)) if preprocess is not None else False
         self.dtype = dtype
+        self._clock: StageClock | None = None
         self._loader: RecordSampleLoader | None = None
         self._payloads: dict[int, bytes | memoryview] = {}  # a batch's records, fetched together
         if self.preprocess is not None:
@@ -118,8 +123,18 @@ class ImageRecordDataset(ImageSamples, Dataset):
             augment, normalize, label_width = self.preprocess
             self._loader = RecordSampleLoader(self.reader, augment, normalize, dtype=self.dtype,
                                               label_width=label_width, seed=self.seed,
-                                              identities=self.faces is not None, view=self._view)
+                                              identities=self.faces is not None, view=self._view,
+                                              fast_decode=self.fast_decode)
+            self._loader.clock = self._clock
         return self._loader
+
+    def attach_clock(self, clock: StageClock | None) -> None:
+        """Time each stage of the ``preprocess`` path into ``clock`` (:mod:`mxrec.train.timing`), in this
+        process only (``DataLoader`` workers make their own loader, untimed)."""
+        if self.preprocess is None:
+            raise ParameterError("stage timing needs preprocess (the mxrec loader path)")
+        self._clock = clock
+        self._sample_loader().clock = clock
 
     def _view(self, position: int) -> memoryview:
         payload = self._payloads.get(position)
@@ -151,7 +166,7 @@ class ImageRecordDataset(ImageSamples, Dataset):
         self._first_decodable(position, lambda at: loader.load(at, epoch, data, label))
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_loader": None, "_payloads": {}}
+        return {**self.__dict__, "_loader": None, "_payloads": {}, "_clock": None}
 
 
 class ImageRecordIterable(ImageSamples, IterableDataset):

@@ -7,6 +7,7 @@
 * :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
 * :mod:`~mxrec.train.sample_loader`: one record into its batch slot (decode, augment, normalise, label), alone or
   a whole batch in the calling thread (for ``DataLoader`` workers).
+* :mod:`~mxrec.train.timing`: per-stage timers inside the loader and pipeline (off unless given a clock).
 * :mod:`~mxrec.train.dataiter`: the ``DataIter`` protocol (``DataBatch``, ``next``, ``reset``).
 * :mod:`~mxrec.train.record_iter`: ``ImageRecordIter``; :mod:`~mxrec.train.image_iter`: ``ImageIter``.
 * :mod:`~mxrec.train.face_pairs`: InsightFace verification sets (``lfw.bin``, ...) as numpy arrays.

@@ -46,6 +46,7 @@ reproduce its exact numbers: it uses C++ ``std::mt19937`` per thread.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -66,9 +67,11 @@ from mxrec.transforms.functional import (
     pca_rgb_offset,
     random_resized_box,
     resize,
+    resize_scaled_box,
     resize_shorter,
     resolve_interpolation,
     shift_hls,
+    shorter_side_size,
     warp_affine,
 )
 from mxrec.transforms.rng import SampleRandom
@@ -181,17 +184,44 @@ class DefaultAugmenter:
         self.height, self.width = params.data_shape[1], params.data_shape[2]
         self._warps = params.uses_affine  # evaluated once: it is asked for every image
 
-    def __call__(self, img: np.ndarray, rng: SampleRandom) -> np.ndarray:
+    def reduced_decode_size(self, height: int, width: int, rng: SampleRandom | None = None) -> tuple[int, int] | None:
+        """The smallest ``(height, width)`` a ``height`` x ``width`` image may be decoded at for the same
+        augmentation (same random draws, same sizes), or ``None`` when it must be decoded at full size.
+
+        ``resize``: the image is first scaled to that size anyway, so it may arrive at any size at least as
+        large. Else ``random_resized_crop`` (no warp, no pad): the crop box is drawn on the full size, from
+        ``rng`` -- a fresh copy of the sample's stream, whose first draws are the box's -- and the image may
+        be as small as keeps that box at least the output size.
+        """
         p = self.params
         if p.resize > 0:
-            img = resize_shorter(img, p.resize, p.inter_method, rng)
+            return shorter_side_size(height, width, p.resize)
+        if not p.random_resized_crop or self._warps or p.pad > 0 or rng is None:
+            return None
+        if (p.min_random_area, p.max_random_area) == (1.0, 1.0) and p.aspect_range == (1.0, 1.0):
+            return None
+        box = random_resized_box(height, width, (p.min_random_area, p.max_random_area), p.aspect_range, rng,
+                                 swap=True)
+        if box is None:
+            return None
+        factor = max(self.height / box[3], self.width / box[2])
+        if factor >= 1:
+            return None
+        return math.ceil(height * factor), math.ceil(width * factor)
+
+    def __call__(self, img: np.ndarray, rng: SampleRandom, source: tuple[int, int] | None = None) -> np.ndarray:
+        """The augmented image; ``source``: the full ``(height, width)`` of an image decoded reduced."""
+        p = self.params
+        if p.resize > 0:
+            img = resize_shorter(img, p.resize, p.inter_method, rng, source)
+            source = None
         if self._warps:
             img = self._warp(img, rng)
         if p.pad > 0:
             img = pad(img, p.pad, p.fill_value)
         cropped = None
         if p.random_resized_crop:
-            cropped = self._random_resized_crop(img, rng)
+            cropped = self._random_resized_crop(img, rng, source)
         elif p.max_crop_size != -1:
             cropped = self._random_size_crop(img, rng)
         img = cropped if cropped is not None else self._centre_crop(img, rng)
@@ -227,17 +257,26 @@ class DefaultAugmenter:
         inter = resolve_interpolation(p.inter_method, (width, height), size, rng)
         return warp_affine(img, matrix, size[0], size[1], inter, p.fill_value)
 
-    def _random_resized_crop(self, img: np.ndarray, rng: SampleRandom) -> np.ndarray | None:
-        """A random area/aspect crop resized to the output; ``None`` when the ranges are trivial or 10 tries fail."""
+    def _random_resized_crop(self, img: np.ndarray, rng: SampleRandom,
+                             source: tuple[int, int] | None = None) -> np.ndarray | None:
+        """A random area/aspect crop resized to the output; ``None`` when the ranges are trivial or 10 tries fail.
+
+        ``source``: the full ``(height, width)`` of an image decoded reduced: the box is drawn on it and
+        scaled to the reduced image.
+        """
         p = self.params
         if (p.min_random_area, p.max_random_area) == (1.0, 1.0) and p.aspect_range == (1.0, 1.0):
             return None
-        box = random_resized_box(*img.shape[:2], (p.min_random_area, p.max_random_area), p.aspect_range, rng,
+        height, width = img.shape[:2] if source is None else source
+        box = random_resized_box(height, width, (p.min_random_area, p.max_random_area), p.aspect_range, rng,
                                  swap=True)
         if box is None:
             return None
         x, y, crop_w, crop_h = box
         inter = resolve_interpolation(p.inter_method, (crop_w, crop_h), (self.width, self.height), rng)
+        if source is not None:  # the same box, sampled from the reduced image
+            scale = (img.shape[1] / width, img.shape[0] / height)
+            return resize_scaled_box(img, box, scale, self.width, self.height, inter)
         return resize(crop(img, x, y, crop_w, crop_h), self.width, self.height, inter)
 
     def _random_size_crop(self, img: np.ndarray, rng: SampleRandom) -> np.ndarray:

@@ -6,7 +6,10 @@
 MXNet does; the PyTorch datasets' ``preprocess=`` and Ray's ``TrainImages``
 take the last two. :func:`split_params` checks every name (an unknown one is a
 :class:`~mxrec.errors.ParameterError` with a did-you-mean hint) and hands each
-group its own.
+group its own. :data:`DECODE_OPTIONS` are the sample loader's own
+(:class:`~mxrec.train.sample_loader.RecordSampleLoader`): ``ImageRecordIter``
+and the PyTorch datasets' ``preprocess=`` take them, Ray's ``TrainImages``
+(which decodes by itself) refuses them by name.
 """
 
 from __future__ import annotations
@@ -34,12 +37,22 @@ def split_params(params: Mapping[str, Any], groups: Sequence[type[ParamGroup]], 
     return [{k: v for k, v in params.items() if k in group} for group in names]
 
 
-def preprocess_params(params: Mapping[str, Any], where: str, *,
-                      extra: Sequence[str] = ()) -> tuple[AugmentParams, NormalizeParams]:
+#: The sample loader's decoding options, beside the augmenter's and the normaliser's parameters.
+DECODE_OPTIONS = ("fast_decode",)
+
+
+def preprocess_params(params: Mapping[str, Any], where: str, *, extra: Sequence[str] = (),
+                      decode: bool = False) -> tuple[AugmentParams, NormalizeParams]:
     """The augmenter's and the normaliser's parameters (``data_shape`` required) from ``ImageRecordIter``-style
-    keyword parameters."""
+    keyword parameters. ``decode``: the caller decodes with the sample loader and reads :data:`DECODE_OPTIONS`
+    from ``params`` itself; else they are refused (:class:`~mxrec.errors.ParameterError`)."""
     if "data_shape" not in params:
         raise ParameterError(f"{where}: data_shape (channels, height, width) is required")
-    augment, normalize = split_params(params, (AugmentParams, NormalizeParams), where, extra=extra)
+    refused = [] if decode else [name for name in DECODE_OPTIONS if name in params]
+    if refused:
+        raise ParameterError(f"{where}: {', '.join(refused)} is not supported here: it needs mxrec's sample loader "
+                             "(ImageRecordIter, or mxrec.torch.ImageRecordDataset with preprocess=)")
+    augment, normalize = split_params(params, (AugmentParams, NormalizeParams), where,
+                                      extra=[*extra, *(DECODE_OPTIONS if decode else ())])
     augment["data_shape"] = data_shape_of(params["data_shape"])
     return AugmentParams(**augment), NormalizeParams(**normalize)

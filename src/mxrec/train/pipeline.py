@@ -39,6 +39,7 @@ import numpy as np
 
 from mxrec.errors import HeaderError, ImageDecodeError, ParameterError
 from mxrec.train.sampler import EMPTY_SLOT, BatchPlan
+from mxrec.train.timing import WAIT, StageClock
 
 BROKEN_RECORD_ERRORS = (ImageDecodeError, HeaderError)
 """The errors that make a record *broken*: its image does not decode, or its payload is too short for its header."""
@@ -164,6 +165,7 @@ class BatchPipeline:
         self._in_flight: deque[tuple[BatchPlan, _Buffers, list[Future]]] = deque()
         self._handed_out: deque[_Buffers] = deque()
         self.skipped: list[str] = []
+        self.clock: StageClock | None = None  # set to time the consumer's waits (:mod:`mxrec.train.timing`)
 
     # -- control -----------------------------------------------------------------------
 
@@ -207,10 +209,14 @@ class BatchPipeline:
         if not self._in_flight:
             raise StopIteration
         plan, buffers, futures = self._in_flight.popleft()
+        clock = self.clock
+        started = clock.now() if clock is not None else 0
         try:
             skipped: list[tuple[int, Exception]] = []
             for future in futures:
                 skipped.extend(future.result())
+            if clock is not None:
+                clock.lap(WAIT, started)
         except BaseException:
             self._handed_out.append(buffers)
             self.cancel()

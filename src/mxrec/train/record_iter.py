@@ -31,6 +31,7 @@ from mxrec.datasets.face_set import FaceSet, check_layout_name
 from mxrec.datasets.samples import open_samples
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.io.lists import read_list
+from mxrec.io.records import Records
 from mxrec.storage.atomic import atomic_open
 from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import BatchIter, DataDesc, data_shape_of
@@ -40,6 +41,7 @@ from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sample_loader import RecordSampleLoader
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts, shuffle_block_for
+from mxrec.train.timing import StageClock
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,10 @@ class RecordIterParams:
     cache_dir
         *mxrec*: local block cache for remote data (default
         ``$MXREC_CACHE_DIR``).
+    fast_decode
+        *mxrec*: decode JPEGs reduced, by libjpeg-turbo's scaled IDCT (1/2,
+        1/4, 1/8), when ``resize`` or a random-resized crop scales them down
+        anyway (:class:`~mxrec.train.sample_loader.RecordSampleLoader`).
     """
 
     path_imgrec: str
@@ -166,6 +172,7 @@ class RecordIterParams:
     pad_last_batch: bool = True
     storage_options: dict | None = None
     cache_dir: str | None = None
+    fast_decode: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
@@ -288,7 +295,7 @@ class ImageRecordIter(BatchIter):
             self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
             label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
             mean_image=mean_image, identities=self._faces is not None,
-            view=self._record_view)
+            view=self._record_view, fast_decode=p.fast_decode)
         self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
@@ -318,6 +325,16 @@ class ImageRecordIter(BatchIter):
     def describe(self, position: int) -> str:
         """``file: record key`` for messages (``position``: a sample number)."""
         return self._reader.describe(position)
+
+    @property
+    def reader(self) -> Records:
+        """The records read (every record of the dataset, or a face set's faces)."""
+        return self._reader
+
+    def attach_clock(self, clock: StageClock | None) -> None:
+        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing."""
+        self._loader.clock = clock
+        self._pipeline.clock = clock
 
     def close(self) -> None:
         super().close()

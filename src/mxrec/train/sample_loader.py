@@ -24,11 +24,12 @@ import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
-from mxrec.image.codec import DecodeBuffers, decode_pixels
+from mxrec.image.codec import DecodeBuffers, decode_pixels, decode_pixels_scaled, jpeg_size
 from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM
 from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.train.timing import StageClock
 from mxrec.transforms.rng import SampleRandom, stream_key
 
 
@@ -42,14 +43,20 @@ class RecordSampleLoader:
     their identity (a face's label, or the first of face2rec2's ``[class,
     aligned]``). ``view(position)`` gets a record's bytes (default:
     ``reader.view``; a remote iterator passes its prefetched batches).
+    ``fast_decode``: decode a JPEG reduced (libjpeg-turbo's 1/2, 1/4, 1/8 scales) when the augmentation
+    resizes it (``resize``), or crops a box that stays at least the output size (``random_resized_crop``),
+    at a size the reduced image still reaches (:meth:`DefaultAugmenter.reduced_decode_size`): same random
+    draws and output sizes, pixels close to a full decode's.
     """
 
     def __init__(self, reader: Records, augment: AugmentParams, normalize: NormalizeParams, *,
                  dtype: str | np.dtype = "float32", label_width: int = 1, labels: dict[int, np.ndarray] | None = None,
                  labels_source: str = "", seed: int = 0, seed_aug: int | None = None,
                  mean_image: np.ndarray | None = None, identities: bool = False,
-                 view: Callable[[int], memoryview] | None = None) -> None:
+                 view: Callable[[int], memoryview] | None = None, fast_decode: bool = False) -> None:
         self.reader = reader
+        self.fast_decode = fast_decode
+        self.clock: StageClock | None = None  # set to time each stage (:mod:`mxrec.train.timing`)
         self._view = reader.view if view is None else view
         self._identities = identities
         self.shape = tuple(augment.data_shape)  # (C, H, W) of a sample
@@ -70,13 +77,35 @@ class RecordSampleLoader:
 
     def load(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         """Write record ``position`` into ``data`` (C, H, W) and ``label`` (label_width,); return its header id."""
+        clock = self.clock
+        started = clock.now() if clock is not None else 0
         view = self._view(position)
         header, start = unpack_header(view)
         self._fill_label(header, label, position)
-        img = decode_pixels(view[start:], self.channels, buffers=self._decode_buffers)
+        if clock is not None:
+            started = clock.lap("fetch", started, len(view))
+        img, source = self._decode(view[start:], epoch, position)
+        if clock is not None:
+            started = clock.lap("decode", started)
         rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
-        self._writer.write(self._augmenter(img, rng), data, rng)
+        img = self._augmenter(img, rng, source)
+        if clock is not None:
+            started = clock.lap("augment", started)
+        self._writer.write(img, data, rng)
+        if clock is not None:
+            clock.lap("write", started)
         return header.id
+
+    def _decode(self, payload: memoryview, epoch: int, position: int) -> tuple[np.ndarray, tuple[int, int] | None]:
+        """The image, and its full ``(height, width)`` when ``fast_decode`` decoded it reduced (else ``None``)."""
+        if self.fast_decode:
+            size = jpeg_size(payload)
+            # a copy of the sample's stream: the augmenter draws the same numbers from its own
+            ahead = SampleRandom(self._aug_key, epoch, position) if self._random else None
+            target = None if size is None else self._augmenter.reduced_decode_size(*size, ahead)
+            if target is not None:
+                return decode_pixels_scaled(payload, self.channels, *target, buffers=self._decode_buffers), size
+        return decode_pixels(payload, self.channels, buffers=self._decode_buffers), None
 
     def load_batch(self, positions: Sequence[int] | np.ndarray, epoch: int, data: np.ndarray,
                    label: np.ndarray) -> np.ndarray:

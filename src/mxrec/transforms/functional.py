@@ -8,7 +8,8 @@ state. Sizes passed as pairs are ``(width, height)`` as in OpenCV and MXNet;
 functions that return a size say which order.
 
 * geometry: :func:`shorter_side_size` (im2rec's and MXNet's integer rule),
-  :func:`resize`, :func:`resize_shorter`, :func:`crop`, :func:`pad`,
+  :func:`resize`, :func:`resize_shorter`, :func:`resize_scaled_box` (a crop of a reduced decode),
+  :func:`crop`, :func:`pad`,
   :func:`mirror`, :func:`centre_offsets` (the one centre crop rule),
   :func:`random_resized_box` (the one random-resized-crop draw), the affine
   warp; ``mx.image``'s :func:`scale_down`, :func:`fixed_crop`,
@@ -100,10 +101,33 @@ def resize(img: np.ndarray, width: int, height: int, interpolation: int) -> np.n
     return opencv().resize(img, (int(width), int(height)), interpolation=interpolation)
 
 
+def resize_scaled_box(img: np.ndarray, box: tuple[int, int, int, int], scale: tuple[float, float], width: int,
+                      height: int, interpolation: int) -> np.ndarray:
+    """The crop ``box`` ``(x, y, w, h)`` of an image, resized to ``width`` x ``height``, taken from ``img``: that
+    image scaled by ``scale`` ``(sx, sy)`` (a reduced decode). Sampled at the exact, fractional positions a
+    resize of the full-size crop samples (pixel centres aligned), so the result matches it but for the detail
+    the reduction removed. (OpenCV's warp has no area interpolation: 3 samples bilinearly.)
+    """
+    x, y, w, h = box
+    sx, sy = scale
+    step_x, step_y = w * sx / width, h * sy / height
+    # output pixel u samples the full image at x + (u + 0.5) w / width - 0.5, i.e. the reduced image at
+    # (that + 0.5) sx - 0.5
+    matrix = np.array([[step_x, 0.0, x * sx + 0.5 * step_x - 0.5],
+                       [0.0, step_y, y * sy + 0.5 * step_y - 0.5]], np.float64)
+    cv2 = opencv()
+    flags = (interpolation if interpolation != INTER_AREA else INTER_LINEAR) | cv2.WARP_INVERSE_MAP
+    return cv2.warpAffine(img, matrix, (int(width), int(height)), flags=flags, borderMode=cv2.BORDER_REPLICATE)
+
+
 def resize_shorter(img: np.ndarray, size: int, inter_method: int = INTER_LINEAR,
-                   rng: SampleRandom | None = None) -> np.ndarray:
-    """``img`` with its shorter side scaled to ``size`` (the aspect ratio kept, rounded down)."""
-    height, width = img.shape[:2]
+                   rng: SampleRandom | None = None, source: tuple[int, int] | None = None) -> np.ndarray:
+    """``img`` with its shorter side scaled to ``size`` (the aspect ratio kept, rounded down).
+
+    ``source``: the ``(height, width)`` the image had before a reduced decode; the new size and the
+    interpolation are then those of resizing the full-size image, so the result has the same size.
+    """
+    height, width = img.shape[:2] if source is None else source
     new_h, new_w = shorter_side_size(height, width, size)
     return resize(img, new_w, new_h, resolve_interpolation(inter_method, (width, height), (new_w, new_h), rng))
 
