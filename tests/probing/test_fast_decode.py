@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from mxrec import ImageRecordIter, ParameterError
+from mxrec.format.header import IRHeader, pack
 from mxrec.image.codec import decode_pixels, decode_pixels_scaled, jpeg_size
 from mxrec.train.params import DECODE_OPTIONS, preprocess_params
 from mxrec.train.record_iter import RecordIterParams
@@ -101,3 +102,34 @@ def test_fast_decode_for_random_resized_crops_keeps_the_boxes(big_jpegs):
     deviation = np.abs(full - fast).mean()
     assert 0 < deviation <= 1.5
     assert np.abs(full - batches(big_jpegs, fast_decode=True, **{**options, "seed_aug": 99})).mean() > 4 * deviation
+
+
+def exif_turned_jpeg(img: np.ndarray, orientation: int) -> bytes:
+    """``img`` (BGR) as a JPEG whose EXIF block (written by pillow) has Orientation ``orientation``."""
+    import io
+
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    out = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(img[..., ::-1])).save(out, "JPEG", quality=92, exif=exif.tobytes())
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_fast_decode_applies_the_exif_orientation_like_the_full_decode(tmp_path, orientation):
+    # a regression: the reduced decode gave the stored pixels unturned (and sized the reduction on the stored
+    # sides), so a turned photo came out sideways -- tens of grey levels off the full decode
+    photos = [exif_turned_jpeg(smooth_photo(600, 800, i), orientation) for i in range(4)]
+    turned = 800 if orientation in (6, 8) else 600
+    assert jpeg_size(photos[0]) == (turned, 1400 - turned)
+    assert decode_pixels_scaled(photos[0], 3, 150, 150).shape == (turned // 4, (1400 - turned) // 4, 3)
+    np.testing.assert_array_equal(decode_pixels_scaled(photos[0], 3, turned, 1), decode_pixels(photos[0], 3))
+    rec = write_records(tmp_path / "turned.rec", [pack(IRHeader(0, 0.0, i, 0), jpeg) for i, jpeg in enumerate(photos)])
+    options = dict(resize=150, rand_crop=True, rand_mirror=True, shuffle=True)
+    full = batches(rec, **options)
+    fast = batches(rec, fast_decode=True, **options)
+    assert 0 < np.abs(full - fast).mean() <= 1.5
+    options = dict(random_resized_crop=True, min_random_area=0.3, max_aspect_ratio=1.25, min_aspect_ratio=0.8)
+    assert 0 < np.abs(batches(rec, **options) - batches(rec, fast_decode=True, **options)).mean() <= 1.5

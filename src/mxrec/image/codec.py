@@ -43,7 +43,7 @@ from types import ModuleType
 import numpy as np
 
 from mxrec.errors import ImageDecodeError, MxrecError, import_extra, missing_extra
-from mxrec.image.headers import jpeg_header
+from mxrec.image.headers import TURNING_ORIENTATIONS, jpeg_header
 from mxrec.image.signatures import is_jpeg
 
 JPEG_FORMATS = (".jpg", ".jpeg")
@@ -222,38 +222,43 @@ def to_rgb(img: np.ndarray) -> np.ndarray:
 
 
 def jpeg_size(buf: bytes | memoryview) -> tuple[int, int] | None:
-    """``(height, width)`` of a JPEG from its header (``simplejpeg``), or ``None`` when it is not one it reads."""
-    jpeg = simplejpeg()
-    if jpeg is None or not is_jpeg(buf):
+    """``(height, width)`` of a JPEG as :func:`decode_pixels` gives it (EXIF orientation applied: turning
+    orientations swap the sides), from one walk of its headers; ``None`` when it is not a JPEG ``simplejpeg``
+    reads, its headers are damaged, or its EXIF block is malformed (only OpenCV knows what it does with it)."""
+    if simplejpeg() is None:
         return None
-    try:
-        height, width = jpeg.decode_jpeg_header(buf)[:2]
-    except ValueError:
+    header = jpeg_header(buf)
+    if header is None or header.frame is None or header.problem is not None or header.orientation is None:
         return None
-    return int(height), int(width)
+    height, width = header.frame.height, header.frame.width
+    return (width, height) if header.orientation in TURNING_ORIENTATIONS else (height, width)
 
 
 def decode_pixels_scaled(buf: bytes | memoryview, channels: int, min_height: int, min_width: int, *,
                          what: str = "image", buffers: DecodeBuffers | None = None) -> np.ndarray:
-    """Like :func:`decode_pixels`, but a JPEG at the smallest of 1/8, 1/4, 1/2 scale (libjpeg-turbo's SIMD scaled
-    IDCTs) that is at least ``min_height`` x ``min_width``, else full size: the scaled IDCT skips most of the
-    inverse transform and upsampling work.
+    """Like :func:`decode_pixels` (EXIF orientation applied), but a JPEG at the smallest of 1/8, 1/4, 1/2 scale
+    (libjpeg-turbo's SIMD scaled IDCTs) that is at least ``min_height`` x ``min_width`` once oriented, else full
+    size: the scaled IDCT skips most of the inverse transform, upsampling and colour conversion work (the
+    entropy decoding stays).
 
-    Anything but a JPEG ``simplejpeg`` reads is decoded at full size.
+    Anything but a JPEG ``simplejpeg`` reads (with a well-formed EXIF block) is decoded at full size.
     """
     space = _SIMPLEJPEG_SPACE.get(channels)
-    jpeg = simplejpeg() if space is not None and is_jpeg(buf) else None
-    if jpeg is not None:
+    jpeg = simplejpeg() if space is not None else None
+    header = jpeg_header(buf) if jpeg is not None else None
+    if header is not None and header.frame is not None and header.problem is None and header.orientation is not None:
+        full_height, full_width = header.frame.height, header.frame.width
+        if header.orientation in TURNING_ORIENTATIONS:  # the minimum is for the turned image
+            min_height, min_width = min_width, min_height
+        for divisor in (8, 4, 2, 1):  # libjpeg rounds scaled sizes up
+            height, width = -(-full_height // divisor), -(-full_width // divisor)
+            if height >= min_height and width >= min_width:
+                break
+        out = None if buffers is None else buffers.take(height * width * channels)
         try:
-            full_height, full_width = jpeg.decode_jpeg_header(buf)[:2]
-            for divisor in (8, 4, 2, 1):  # libjpeg rounds scaled sizes up
-                height, width = -(-full_height // divisor), -(-full_width // divisor)
-                if height >= min_height and width >= min_width:
-                    break
-            out = None if buffers is None else buffers.take(height * width * channels)
             img = jpeg.decode_jpeg(buf, colorspace=space, min_height=height, min_width=width, buffer=out)
         except ValueError:
             pass  # OpenCV decides, at full size
         else:
-            return img[..., 0] if channels == 1 else img
+            return orient(img[..., 0] if channels == 1 else img, header.orientation)
     return decode_pixels(buf, channels, what=what, buffers=buffers)
