@@ -1,10 +1,14 @@
 """The seed's path from a slow loader to a fast one, step by step, with ``mxrec probe`` choosing the tuning.
 
     python benchmarks/bench_probe.py --count 64 --batches 6
+    python benchmarks/bench_probe.py --photos real --fast-decode-only     # needs scikit-image
 
-Generated 2-megapixel photos (1600x1200 JPEG, quality 90, the dead-leaves model of natural images: flat
-regions, edges, a 1/f spectrum, fine texture; made on demand in ``bench-data/probe-photos``) go through the steps users
-take, training at 224x224 after ``resize=256`` with a random crop and mirror, ImageNet mean/std, float32:
+2-megapixel photos (1600x1200 JPEG, made on demand in ``bench-data/probe-photos``) go through the steps users take.
+``--photos leaves`` (default): generated, quality 90, the dead-leaves model of natural images (flat regions,
+edges, a 1/f spectrum, fine texture). ``--photos real``: scikit-image's photographs (``benchmarks/photoset.py``'s
+sources) cut 4:3, upscaled to 1600x1200, with sensor-like grain (``--grain``; without it an upscaled 512 px photo
+has no detail at 2 MP and its JPEG is half a camera's size), quality 92. The photos go training at 224x224
+after ``resize=256`` with a random crop and mirror, ImageNet mean/std, float32:
 
 1. PIL folder: ``PIL.Image.open`` each file, convert, resize, crop, normalise, one process (a naive loader);
 2. ``.rec`` + ``ImageRecordIter``: the photos packed as they are, one decoding thread;
@@ -14,7 +18,11 @@ take, training at 224x224 after ``resize=256`` with a random crop and mirror, Im
    configuration decoding in full: the speed-up, and the mean pixel deviation over the same random draws.
 
 Every step is measured with :func:`mxrec.probe` (warm-up excluded), which also prints the bound it found.
-Goals: ``fast_decode`` >= 2x the full-decode pipeline with a mean deviation <= 1.5 grey levels.
+Goals: ``fast_decode`` >= 2x the full-decode pipeline with a mean deviation <= 1.5 grey levels. Two more lines give
+the ceiling and the references: the decode alone (simplejpeg into a reused buffer, thread CPU time, best of
+rounds) at full, 1/4 and 1/8 scale -- 1/8 is close to the entropy decoding, which every scale keeps -- and the
+deviation of the fast path from the full one with the same draws, against the default bilinear resize (which
+aliases when it shrinks 4.7x) and against an antialiased one (``inter_method=3``, area), the fair reference.
 """
 
 from __future__ import annotations
@@ -56,18 +64,65 @@ def natural_photo(seed: int, texture: float = 4.0, blur: float = 0.8, leaves: in
     return np.clip(cv2.GaussianBlur(out, (0, 0), blur), 0, 255).astype(np.uint8)
 
 
-def make_photos(folder: str, count: int, leaves: int) -> list[str]:
+def real_photo(sources: list[np.ndarray], seed: int, grain: float) -> np.ndarray:
+    """A 1600x1200 BGR photo from one of scikit-image's photographs: a random 4:3 cut of 60-100% of it, mirrored
+    at random, upscaled (bicubic), with Gaussian grain of ``grain`` grey levels (sensor noise)."""
     import cv2
 
+    rng = np.random.default_rng(seed)
+    src = sources[seed % len(sources)]
+    h, w = src.shape[:2]
+    cw = min(w, h * 4 // 3) * rng.uniform(0.6, 1.0)
+    cw, ch = int(cw), int(cw * 3 / 4)
+    y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+    img = cv2.resize(src[y:y + ch, x:x + cw], (SIZE[1], SIZE[0]), interpolation=cv2.INTER_CUBIC)
+    if rng.random() < 0.5:
+        img = img[:, ::-1]
+    noise = rng.normal(0.0, grain, SIZE).astype(np.float32)[..., None] if grain else np.float32(0)
+    return np.clip(img + noise, 0, 255).astype(np.uint8)
+
+
+def make_photos(folder: str, count: int, leaves: int, photos: str = "leaves", grain: float = 3.0) -> list[str]:
+    import cv2
+
+    sources = None
     paths = []
     for i in range(count):
         cls = os.path.join(folder, f"class{i % 4}")
         os.makedirs(cls, exist_ok=True)
         path = os.path.join(cls, f"img{i:05d}.jpg")
         if not os.path.exists(path):
-            cv2.imwrite(path, natural_photo(i, leaves=leaves), [cv2.IMWRITE_JPEG_QUALITY, 90])
+            if photos == "leaves":
+                cv2.imwrite(path, natural_photo(i, leaves=leaves), [cv2.IMWRITE_JPEG_QUALITY, 90])
+            else:
+                if sources is None:
+                    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                    from photoset import load_sources
+
+                    sources = list(load_sources().values())
+                cv2.imwrite(path, real_photo(sources, i, grain), [cv2.IMWRITE_JPEG_QUALITY, 92])
         paths.append(path)
     return paths
+
+
+def decode_times(paths: list[str], rounds: int = 7) -> dict[int, float]:
+    """Milliseconds (thread CPU time, mean over the photos of the best of ``rounds``) to decode a photo with
+    simplejpeg into a reused buffer at 1/1, 1/4 and 1/8 scale: the decode-level ceiling of ``fast_decode``."""
+    from mxrec.image.codec import require_simplejpeg
+
+    jpeg = require_simplejpeg()
+    payloads = [open(path, "rb").read() for path in paths]
+    out = np.empty(SIZE[0] * SIZE[1] * 3, np.uint8)
+    best = {divisor: [float("inf")] * len(payloads) for divisor in (1, 4, 8)}
+    for _ in range(rounds):  # interleaved: the machine may be shared
+        for i, payload in enumerate(payloads):
+            for divisor, times in best.items():
+                height, width = SIZE[0] // divisor, SIZE[1] // divisor
+                started = time.thread_time_ns()
+                jpeg.decode_jpeg(payload, colorspace="BGR", min_height=height, min_width=width,
+                                 buffer=out[:height * width * 3])
+                times[i] = min(times[i], time.thread_time_ns() - started)
+    return {divisor: float(np.mean(times)) / 1e6 for divisor, times in best.items()}
 
 
 def pil_folder_rate(paths: list[str], batches: int, batch_size: int) -> float:
@@ -117,37 +172,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=64, help="photos to generate")
     parser.add_argument("--batches", type=int, default=6, help="measured batches per step")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--photos", choices=("leaves", "real"), default="leaves",
+                        help="generated dead-leaves photos, or scikit-image's photographs upscaled with grain")
     parser.add_argument("--leaves", type=int, default=3000,
                         help="objects per photo: fewer make smoother photos and smaller JPEGs (less entropy decoding)")
+    parser.add_argument("--grain", type=float, default=3.0, help="--photos real: sensor grain, grey levels")
     parser.add_argument("--rounds", type=int, default=3, help="full and fast decoding measured alternately, best kept")
+    parser.add_argument("--fast-decode-only", action="store_true",
+                        help="skip steps 1-4 (step 5 then runs with one thread per core, prefetch 8)")
     parser.add_argument("--data", default="bench-data/probe-photos")
     args = parser.parse_args(argv)
     import mxrec
 
-    args.data = os.path.join(args.data, f"leaves{args.leaves}")
+    kind = f"leaves{args.leaves}" if args.photos == "leaves" else f"real-grain{args.grain:g}"
+    args.data = os.path.join(args.data, kind)
     folder = os.path.join(args.data, "photos")
-    paths = make_photos(folder, args.count, args.leaves)
+    paths = make_photos(folder, args.count, args.leaves, args.photos, args.grain)
     full_rec = pack(folder, os.path.join(args.data, "full"), 0)
-    small_rec = pack(folder, os.path.join(args.data, "r256"), 256)
     train = dict(data_shape=(3, 224, 224), batch_size=args.batch_size, resize=256, rand_crop=True, rand_mirror=True,
                  shuffle=True, seed=3, mean_r=MEAN[0], mean_g=MEAN[1], mean_b=MEAN[2], std_r=STD[0], std_g=STD[1],
                  std_b=STD[2])
     measure = dict(batches=args.batches, warmup=1)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
-    rows = [("1. PIL folder, one process", pil_folder_rate(paths, args.batches, args.batch_size), "-")]
-    step2 = mxrec.probe(full_rec, preprocess_threads=1, prefetch_buffer=2, **train, **measure)
-    rows.append(("2. .rec + ImageRecordIter, 1 thread", step2.run.images_per_second, step2.bound))
-    step3 = mxrec.probe(small_rec, preprocess_threads=1, prefetch_buffer=2, **train, **measure)
-    advice = [a.code for a in step2.advice]
-    rows.append(("3. pack --resize 256, 1 thread", step3.run.images_per_second, step3.bound))
-    threads = sorted({1, 2, cores, 2 * cores})
-    swept = mxrec.probe(small_rec, preprocess_threads=1, prefetch_buffer=2, **train, **measure,
-                        sweep={"preprocess_threads": threads, "prefetch_buffer": [2, 8]})
-    fastest = next(row for row in swept.sweep if row["best"])
-    tuned = fastest["variant"]
-    rows.append((f"4. tuned: threads={tuned['preprocess_threads']} prefetch={tuned['prefetch_buffer']}",
-                 fastest["images_per_second"], fastest["bound"]))
+    rows: list[tuple[str, float, str]] = []
+    advice: list[str] = []
+    tuned = {"preprocess_threads": cores, "prefetch_buffer": 8}
+    if not args.fast_decode_only:
+        small_rec = pack(folder, os.path.join(args.data, "r256"), 256)
+        rows.append(("1. PIL folder, one process", pil_folder_rate(paths, args.batches, args.batch_size), "-"))
+        step2 = mxrec.probe(full_rec, preprocess_threads=1, prefetch_buffer=2, **train, **measure)
+        rows.append(("2. .rec + ImageRecordIter, 1 thread", step2.run.images_per_second, step2.bound))
+        step3 = mxrec.probe(small_rec, preprocess_threads=1, prefetch_buffer=2, **train, **measure)
+        advice = [a.code for a in step2.advice]
+        rows.append(("3. pack --resize 256, 1 thread", step3.run.images_per_second, step3.bound))
+        threads = sorted({1, 2, cores, 2 * cores})
+        swept = mxrec.probe(small_rec, preprocess_threads=1, prefetch_buffer=2, **train, **measure,
+                            sweep={"preprocess_threads": threads, "prefetch_buffer": [2, 8]})
+        fastest = next(row for row in swept.sweep if row["best"])
+        tuned = fastest["variant"]
+        rows.append((f"4. tuned: threads={tuned['preprocess_threads']} prefetch={tuned['prefetch_buffer']}",
+                     fastest["images_per_second"], fastest["bound"]))
     rrc = {**{k: v for k, v in train.items() if k not in ("resize", "rand_crop")}, "random_resized_crop": True,
            "min_random_area": 0.08, "min_aspect_ratio": 0.75, "max_aspect_ratio": 4 / 3}
     best: dict[tuple[str, bool], Any] = {}
@@ -162,23 +227,30 @@ def main(argv: list[str] | None = None) -> int:
               ("rrc", False): "5c. random_resized_crop, full decode", ("rrc", True): "5d. ... fast_decode"}
     for key, label in labels.items():
         rows.append((label, best[key].run.images_per_second, best[key].bound))
+    decode = decode_times(paths)
 
-    # the same draws, full against reduced decoding: the whole first epoch, with the default bilinear resize
-    # (inter_method=1, aliasing when it shrinks 4.7x) and with inter_method=9 (area when shrinking)
+    # the same draws (the whole first epoch), the fast path with the default bilinear resize against the full
+    # path with it (inter_method=1, aliasing when it shrinks 4.7x) and with an area resize (inter_method=3)
     deviations = {}
-    for name, config, inter_method in (("resize", train, 1), ("resize", train, 9), ("rrc", rrc, 1)):
-        outputs = []
-        for fast_decode in (False, True):
+    stds = np.array(STD, np.float32).reshape(1, 3, 1, 1)
+    for name, config in (("resize", train), ("rrc", rrc)):
+        outputs = {}
+        for fast_decode, inter_method in ((False, 1), (True, 1), (False, 3)):
             with mxrec.ImageRecordIter(path_imgrec=full_rec, **config, preprocess_threads=cores,
                                        inter_method=inter_method, fast_decode=fast_decode) as it:
-                outputs.append(np.concatenate([b.data[0][:len(b.data[0]) - b.pad].copy() for b in it]))
-        stds = np.array(STD, np.float32).reshape(1, 3, 1, 1)
-        deviations[name, inter_method] = float(np.abs((outputs[0] - outputs[1]) * stds).mean())  # grey levels
+                outputs[fast_decode, inter_method] = np.concatenate(
+                    [b.data[0][:len(b.data[0]) - b.pad].copy() for b in it])
+        for reference in (1, 3):  # grey levels
+            deviations[name, reference] = float(np.abs((outputs[True, 1] - outputs[False, reference]) * stds).mean())
+        deviations[name, "full"] = float(np.abs((outputs[False, 1] - outputs[False, 3]) * stds).mean())
+    samples = len(outputs[True, 1])
 
     size_kb = np.median([os.path.getsize(p) for p in paths]) / 1e3
-    print(f"{args.count} photos {SIZE[1]}x{SIZE[0]} ({args.leaves} leaves, median {size_kb:.0f} kB), batch "
-          f"{args.batch_size}, 224x224 after resize=256, {cores} cores; probe recommended for step 2: "
-          f"{', '.join(advice)}")
+    what = (f"{args.leaves} leaves, q90" if args.photos == "leaves"
+            else f"scikit-image photos, grain {args.grain:g}, q92")
+    print(f"{args.count} photos {SIZE[1]}x{SIZE[0]} ({what}, median {size_kb:.0f} kB), batch {args.batch_size}, "
+          f"224x224 after resize=256, {cores} cores" + (f"; probe recommended for step 2: {', '.join(advice)}"
+                                                           if advice else ""))
     print(f"{'step':<44} {'img/s':>8}  bound")
     for name, rate, bound in rows:
         print(f"{name:<44} {rate:>8.1f}  {bound}")
@@ -189,12 +261,15 @@ def main(argv: list[str] | None = None) -> int:
     def decode_ms(name: str, fast_decode: bool) -> float:
         return best[name, fast_decode].to_dict()["stages"]["ms_per_sample"]["decode"]
 
-    print(f"fast_decode, resize=256: {speedup('resize'):.2f}x the full-decode pipeline (goal >= 2x; decode "
-          f"{decode_ms('resize', False):.1f} -> {decode_ms('resize', True):.1f} ms a sample); mean deviation over "
-          f"{len(outputs[0])} samples, same draws (goal <= 1.5 grey levels): {deviations['resize', 1]:.2f} with the "
-          f"default bilinear resize, {deviations['resize', 9]:.2f} with inter_method=9 (area)")
-    print(f"fast_decode, random_resized_crop: {speedup('rrc'):.2f}x (decode {decode_ms('rrc', False):.1f} -> "
-          f"{decode_ms('rrc', True):.1f} ms); mean deviation {deviations['rrc', 1]:.2f}")
+    print(f"decode alone (simplejpeg, reused buffer, CPU time): full {decode[1]:.2f} ms, 1/4 {decode[4]:.2f} ms "
+          f"({decode[1] / decode[4]:.2f}x: the ceiling of fast_decode at 1/4), 1/8 {decode[8]:.2f} ms (about the "
+          f"entropy decoding every scale keeps: {decode[8] / decode[1]:.0%} of a full decode)")
+    for name, title in (("resize", "resize=256"), ("rrc", "random_resized_crop")):
+        print(f"fast_decode, {title}: {speedup(name):.2f}x the full-decode pipeline (goal >= 2x; decode stage "
+              f"{decode_ms(name, False):.1f} -> {decode_ms(name, True):.1f} ms a sample); mean deviation over "
+              f"{samples} samples, same draws (goal <= 1.5 grey levels): {deviations[name, 1]:.2f} from the full "
+              f"path's bilinear resize, {deviations[name, 3]:.2f} from an area resize of the full decode (which "
+              f"the bilinear full path itself is {deviations[name, 'full']:.2f} off)")
     return 0
 
 
