@@ -105,26 +105,6 @@ def make_photos(folder: str, count: int, leaves: int, photos: str = "leaves", gr
     return paths
 
 
-def decode_times(paths: list[str], rounds: int = 7) -> dict[int, float]:
-    """Milliseconds (thread CPU time, mean over the photos of the best of ``rounds``) to decode a photo with
-    simplejpeg into a reused buffer at 1/1, 1/4 and 1/8 scale: the decode-level ceiling of ``fast_decode``."""
-    from mxrec.image.codec import require_simplejpeg
-
-    jpeg = require_simplejpeg()
-    payloads = [open(path, "rb").read() for path in paths]
-    out = np.empty(SIZE[0] * SIZE[1] * 3, np.uint8)
-    best = {divisor: [float("inf")] * len(payloads) for divisor in (1, 4, 8)}
-    for _ in range(rounds):  # interleaved: the machine may be shared
-        for i, payload in enumerate(payloads):
-            for divisor, times in best.items():
-                height, width = SIZE[0] // divisor, SIZE[1] // divisor
-                started = time.thread_time_ns()
-                jpeg.decode_jpeg(payload, colorspace="BGR", min_height=height, min_width=width,
-                                 buffer=out[:height * width * 3])
-                times[i] = min(times[i], time.thread_time_ns() - started)
-    return {divisor: float(np.mean(times)) / 1e6 for divisor, times in best.items()}
-
-
 def pil_folder_rate(paths: list[str], batches: int, batch_size: int) -> float:
     """Step 1: the naive loader, one process: PIL decode, resize, random crop, mirror, normalise."""
     from PIL import Image
@@ -165,6 +145,50 @@ def pack(folder: str, prefix: str, resize: int) -> str:
         transform = ImageTransform(resize=resize, quality=95) if resize else ImageTransform(pass_through=True)
         mxrec.pack_list(prefix + ".lst", folder, rec, transform, workers=os.cpu_count() or 1)
     return rec
+
+
+def cpu_ms(rec: str, config: dict[str, Any], rounds: int = 7) -> dict[str, float]:
+    """Milliseconds of thread CPU time per sample: ``full`` and ``fast``, the iterator's per-sample work
+    (``RecordSampleLoader.load``: fetch, header, decode, augment, normalise into the batch slot) decoding in full
+    and with ``fast_decode``; ``1``, ``4``, ``8``: simplejpeg alone decoding the same JPEG into a reused buffer
+    at that fraction of the size (1/8 is about the entropy decoding, which every scale keeps). All interleaved
+    sample by sample, the best of ``rounds`` for each, the mean over the samples: the costs without the noise of
+    other processes on a shared machine (the iterator's threads run this work, the decode with the GIL released).
+    """
+    from mxrec.datasets.shard_set import open_dataset
+    from mxrec.format.header import unpack_header
+    from mxrec.image.codec import require_simplejpeg
+    from mxrec.train.params import preprocess_params
+    from mxrec.train.sample_loader import RecordSampleLoader
+
+    jpeg = require_simplejpeg()
+    params = {k: v for k, v in config.items() if k not in ("batch_size", "shuffle", "seed")}
+    augment, normalize = preprocess_params(params, "bench_probe", decode=True)
+    reader = open_dataset(rec)
+    loaders = {fast: RecordSampleLoader(reader, augment, normalize, seed=3, fast_decode=fast) for fast in (False, True)}
+    data, label = np.empty(augment.data_shape, np.float32), np.empty(1, np.float32)
+    out = np.empty(SIZE[0] * SIZE[1] * 3, np.uint8)
+
+    def decoder(divisor: int) -> Any:
+        height, width = SIZE[0] // divisor, SIZE[1] // divisor
+        return lambda position: jpeg.decode_jpeg(payloads[position], colorspace="BGR", min_height=height,
+                                                 min_width=width, buffer=out[:height * width * 3])
+
+    payloads = []
+    for position in range(len(reader)):
+        view = reader.view(position)
+        payloads.append(bytes(view[unpack_header(view)[1]:]))
+    work = {"full": lambda position: loaders[False].load(position, 0, data, label),
+            "fast": lambda position: loaders[True].load(position, 0, data, label),
+            "1": decoder(1), "4": decoder(4), "8": decoder(8)}
+    best = {name: [float("inf")] * len(reader) for name in work}
+    for _ in range(rounds):
+        for position in range(len(reader)):
+            for name, run in work.items():
+                started = time.thread_time_ns()
+                run(position)
+                best[name][position] = min(best[name][position], time.thread_time_ns() - started)
+    return {name: float(np.mean(times)) / 1e6 for name, times in best.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
               ("rrc", False): "5c. random_resized_crop, full decode", ("rrc", True): "5d. ... fast_decode"}
     for key, label in labels.items():
         rows.append((label, best[key].run.images_per_second, best[key].bound))
-    decode = decode_times(paths)
+    cpu = {name: cpu_ms(full_rec, config) for name, config in (("resize", train), ("rrc", rrc))}
 
     # the same draws (the whole first epoch), the fast path with the default bilinear resize against the full
     # path with it (inter_method=1, aliasing when it shrinks 4.7x) and with an area resize (inter_method=3)
@@ -261,10 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     def decode_ms(name: str, fast_decode: bool) -> float:
         return best[name, fast_decode].to_dict()["stages"]["ms_per_sample"]["decode"]
 
-    print(f"decode alone (simplejpeg, reused buffer, CPU time): full {decode[1]:.2f} ms, 1/4 {decode[4]:.2f} ms "
-          f"({decode[1] / decode[4]:.2f}x: the ceiling of fast_decode at 1/4), 1/8 {decode[8]:.2f} ms (about the "
-          f"entropy decoding every scale keeps: {decode[8] / decode[1]:.0%} of a full decode)")
+    decode = cpu["resize"]
+    print(f"decode alone (simplejpeg, reused buffer, CPU time): full {decode['1']:.2f} ms, 1/4 {decode['4']:.2f} ms "
+          f"({decode['1'] / decode['4']:.2f}x: the ceiling of fast_decode at 1/4), 1/8 {decode['8']:.2f} ms (about "
+          f"the entropy decoding every scale keeps: {decode['8'] / decode['1']:.0%} of a full decode)")
     for name, title in (("resize", "resize=256"), ("rrc", "random_resized_crop")):
+        full_ms, fast_ms = cpu[name]["full"], cpu[name]["fast"]
+        print(f"{title}: CPU per sample in the loader (one thread) full {full_ms:.2f} ms, fast_decode {fast_ms:.2f} "
+              f"ms: {full_ms / fast_ms:.2f}x; beyond the decode alone (full / 1/4): {full_ms - cpu[name]['1']:.2f} / "
+              f"{fast_ms - cpu[name]['4']:.2f} ms")
         print(f"fast_decode, {title}: {speedup(name):.2f}x the full-decode pipeline (goal >= 2x; decode stage "
               f"{decode_ms(name, False):.1f} -> {decode_ms(name, True):.1f} ms a sample); mean deviation over "
               f"{samples} samples, same draws (goal <= 1.5 grey levels): {deviations[name, 1]:.2f} from the full "
