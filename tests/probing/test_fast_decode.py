@@ -133,3 +133,15 @@ def test_fast_decode_applies_the_exif_orientation_like_the_full_decode(tmp_path,
     assert 0 < np.abs(full - fast).mean() <= 1.5
     options = dict(random_resized_crop=True, min_random_area=0.3, max_aspect_ratio=1.25, min_aspect_ratio=0.8)
     assert 0 < np.abs(batches(rec, **options) - batches(rec, fast_decode=True, **options)).mean() <= 1.5
+
+
+def test_a_malformed_exif_block_leaves_the_decode_to_the_full_path(tmp_path):
+    # only OpenCV knows what it does with a broken EXIF block: fast_decode must not guess an orientation
+    jpeg = cv2.imencode(".jpg", smooth_photo(600, 800, 1))[1].tobytes()
+    segment = b"Exif\0\0XXXX" + bytes(8)
+    broken = jpeg[:2] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment + jpeg[2:]
+    assert jpeg_size(broken) is None
+    np.testing.assert_array_equal(decode_pixels_scaled(broken, 3, 150, 200), decode_pixels(broken, 3))
+    rec = write_records(tmp_path / "broken.rec", [pack(IRHeader(0, 0.0, i, 0), broken) for i in range(4)])
+    options = dict(resize=150, rand_crop=True, shuffle=True)
+    np.testing.assert_array_equal(batches(rec, **options), batches(rec, fast_decode=True, **options))
