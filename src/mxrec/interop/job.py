@@ -239,6 +239,7 @@ class _ShardRotation:
             self.pending, self.pending_bytes = [], 0
 
     def close(self) -> None:
+        """Close the shard being written (its last blocks written first)."""
         if self.writer is not None:
             self._write_pending()
             writer, self.writer = self.writer, None

@@ -36,6 +36,7 @@ import numpy as np
 from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
+from mxrec.io.writer import write_all
 
 FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"
@@ -45,6 +46,7 @@ _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
 _U64 = 1 << 64
+WRITE_BLOCK = 8 << 20  # bytes of frames per writev
 
 
 _EXAMPLE: list[Any] = []  # the Example class, made once
@@ -110,9 +112,11 @@ class Writer:
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
         self.example_type, self.crc32c = require_tfrecord()
         self.class_names = class_names or {}
-        self.file = open(path, "wb", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=0)  # frames go out in blocks: one writev
         self.index = open(path + INDEX_SUFFIX, "w", encoding="ascii", newline="\n")
         self.offset = 0
+        self.frames: list[bytes] = []
+        self.pending = 0
 
     def example(self, record: Record, payload: Payload) -> bytes:
         """The serialized ``Example`` of ``record``."""
@@ -141,21 +145,35 @@ class Writer:
 
     def write(self, record: Record, payload: Payload) -> None:
         data = self.example(record, payload)
-        length = _LENGTH.pack(len(data))
-        crc = self.crc32c
-        self.file.write(length + _CRC.pack(masked_crc(crc, length)))
-        self.file.write(data)
-        self.file.write(_CRC.pack(masked_crc(crc, data)))
+        self.frames.append(data)
         size = 16 + len(data)
         self.index.write(f"{self.offset} {size}\n")
         self.offset += size
+        self.pending += size
+        if self.pending >= WRITE_BLOCK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self.frames:
+            self._write_frames(self.frames)
+            self.frames, self.pending = [], 0
+
+    def _write_frames(self, frames: list[bytes]) -> None:
+        """Frame and write ``frames`` in one ``writev``."""
+        crc, chunks = self.crc32c, []
+        for data in frames:
+            length = _LENGTH.pack(len(data))
+            chunks += (length + _CRC.pack(masked_crc(crc, length)), data, _CRC.pack(masked_crc(crc, data)))
+        write_all(self.file, chunks)
 
     def close(self) -> None:
+        self._write_pending()
         self.file.close()
         self.index.close()
 
     def abort(self) -> None:
-        self.close()
+        self.file.close()
+        self.index.close()
 
 
 def _signed(value: int) -> int:

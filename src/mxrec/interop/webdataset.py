@@ -17,8 +17,8 @@ per-member steps it is too slow for: the fixed fields of every member header
 (mtime 0, owner root, mode 0444, so the same records give the same bytes) come
 from one :meth:`tarfile.TarInfo.tobuf`, and :func:`member_header` fills in
 the name, the size and the checksum (the bytes ``tobuf`` gives, tested); a
-name past ustar's 100 bytes is ``tobuf``'s own GNU header. A sample's headers
-and data go out in one ``writev``, the payload not copied. Reading,
+name past ustar's 100 bytes is ``tobuf``'s own GNU header. Samples' headers
+and data go out in one ``writev`` per :data:`WRITE_BLOCK` bytes, the payloads not copied. Reading,
 :func:`iter_members` parses a plain regular-file header itself (ustar or GNU
 magic, octal size, checksum checked) and hands every other one to
 :class:`tarfile.TarFile` (GNU long names, pax, sparse files, folders, links,
@@ -55,6 +55,7 @@ EXTRA = "webdataset"  # reading and writing need only the standard library; the 
 INDEX_SUFFIX = ""  # no index file beside a shard
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
+WRITE_BLOCK = 8 << 20  # payload bytes per writev (views of the source held until then): 64 KB writes are slow
 
 
 _MTIME, _MODE, _OWNER = 0, 0o444, "root"  # fixed, so the same records give the same bytes
@@ -111,9 +112,11 @@ class Writer:
     """Write records as samples of one ``.tar`` file at ``path`` (a local file; staging is the caller's)."""
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
-        self.file = open(path, "wb", buffering=0)  # a sample is one writev: headers, payload, the rest
+        self.file = open(path, "wb", buffering=0)  # samples go out in blocks: one writev, payloads not copied
         self.used: set[str] = set()
         self.count = 0
+        self.chunks: list[Any] = []
+        self.pending = 0
 
     def write(self, record: Record, payload: Payload) -> None:
         name = record.key if record.key not in self.used and _PLAIN_NAME.fullmatch(record.key) else \
@@ -128,10 +131,18 @@ class Writer:
             tail += (member_header(f"{name}.cls", len(text)), text, _padding(len(text)))
         meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
         tail += (member_header(f"{name}.json", len(meta)), meta, _padding(len(meta)))
-        write_all(self.file, [member_header(f"{name}.{payload.extension}", len(data)), data, b"".join(tail)])
+        self.chunks += (member_header(f"{name}.{payload.extension}", len(data)), data, b"".join(tail))
+        self.pending += len(data)
+        if self.pending >= WRITE_BLOCK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        write_all(self.file, self.chunks)
+        self.chunks, self.pending = [], 0
 
     def close(self) -> None:
-        write_all(self.file, [bytes(2 * _BLOCK)])  # the end-of-archive marker
+        self.chunks.append(bytes(2 * _BLOCK))  # the end-of-archive marker
+        self._write_pending()
         self.file.close()
 
     def abort(self) -> None:
