@@ -214,3 +214,48 @@ def test_write_pieces_gives_the_bytes_write_gives(tmp_path: Path) -> None:
             whole.write(b"".join(parts), key)
     assert (tmp_path / "a.rec").read_bytes() == (tmp_path / "b.rec").read_bytes()
     assert (tmp_path / "a.idx").read_bytes() == (tmp_path / "b.idx").read_bytes()
+
+
+def test_tfrecord_example_pieces_are_protobufs_own_bytes(tmp_path: Path) -> None:
+    """The Example is written in pieces around the payload (no copy): the bytes protobuf itself serializes
+    (deterministic) for the same features, whatever the record: class text, raw, verbatim header, labels, sizes."""
+    from mxrec.interop import tfrecord
+    from mxrec.interop.record import inspect_payload
+
+    writer = tfrecord.Writer(str(tmp_path / "x.tfrecord"), {3: "cat"})
+    nan_head = struct.pack("<If", 0, float("nan")) + struct.pack("<QQ", 5, 6)
+    records = [Record.from_fields("a", clean_jpeg(1), label=3.0, id=1 << 63 | 5),
+               Record.from_fields("b", b"", label=2.5),
+               Record.from_fields("c", b"x" * 200_000, flag=2, labels=[1.0, 2.0], label=7.0, id=9, id2=4),
+               Record("d", b"raw bytes", raw=True),
+               Record.from_fields("e", b"\xff\xd8" + bytes(127), head=nan_head)]
+    for record in records:
+        payload = inspect_payload(record.data)
+        example = writer.example_type()
+        feature = example.features.feature
+        feature["image/encoded"].bytes_list.value.append(bytes(record.data))
+        feature["image/format"].bytes_list.value.append(payload.kind.encode())
+        feature["image/class/label"].int64_list.value.append(record.class_label)
+        feature["image/height"].int64_list.value.append(payload.height)
+        feature["image/width"].int64_list.value.append(payload.width)
+        if record.class_label == 3:
+            feature["image/class/text"].bytes_list.value.append(b"cat")
+        feature["mxrec/key"].bytes_list.value.append(record.key.encode())
+        feature["mxrec/raw"].int64_list.value.append(int(record.raw))
+        if not record.raw:
+            feature["mxrec/flag"].int64_list.value.append(record.flag)
+            feature["mxrec/id"].int64_list.value.append(tfrecord._signed(record.id))
+            feature["mxrec/id2"].int64_list.value.append(tfrecord._signed(record.id2))
+            labels = [] if record.labels is None else record.labels.tolist()
+            feature["mxrec/label"].float_list.value.extend([record.label, *labels])
+            if record.verbatim_head() is not None:
+                feature["mxrec/irheader"].bytes_list.value.append(record.verbatim_head())
+        pieces = writer.example(record, payload)
+        assert isinstance(pieces[1], memoryview) or pieces[1] is record.data
+        assert b"".join(pieces) == example.SerializeToString(deterministic=True), record.key
+        writer.write(record, payload)
+    writer.close()
+    with open(tmp_path / "x.tfrecord", "rb") as f:
+        back = list(tfrecord.read_records(f, "x.tfrecord"))
+    assert [(r.key, bytes(r.data), r.header_bytes()) for r in back] == \
+        [(r.key, bytes(r.data), r.header_bytes()) for r in records]

@@ -47,6 +47,7 @@ _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
 _U64 = 1 << 64
 WRITE_BLOCK = 8 << 20  # bytes of frames per writev
+_ENCODED_KEY = b"\x0a\x0dimage/encoded"  # a map entry's key field: "image/encoded"
 
 
 _EXAMPLE: list[Any] = []  # the Example class, made once
@@ -102,7 +103,10 @@ def require_tfrecord() -> tuple[Any, Any]:
 
 def masked_crc(crc32c: Any, data: bytes) -> int:
     """TFRecord's masked CRC-32C of ``data``."""
-    crc = crc32c.crc32c(data)
+    return _mask(crc32c.crc32c(data))
+
+
+def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -111,6 +115,7 @@ class Writer:
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
         self.example_type, self.crc32c = require_tfrecord()
+        self.features_type = type(self.example_type().features)
         self.class_names = class_names or {}
         self.file = open(path, "wb", buffering=0)  # frames go out in blocks: one writev
         self.index = open(path + INDEX_SUFFIX, "w", encoding="ascii", newline="\n")
@@ -118,18 +123,19 @@ class Writer:
         self.frames: list[bytes] = []
         self.pending = 0
 
-    def example(self, record: Record, payload: Payload) -> bytes:
-        """The serialized ``Example`` of ``record``."""
-        example = self.example_type()
-        feature = example.features.feature
+    def example(self, record: Record, payload: Payload) -> tuple[bytes, bytes | memoryview, bytes]:
+        """The serialized ``Example`` of ``record`` in three pieces, ``(before, payload, after)``, the payload not
+        copied: the bytes ``SerializeToString(deterministic=True)`` gives (map entries sorted by key), made as two
+        ``Features`` messages (the keys before ``image/encoded`` and after it) with that entry between them."""
+        before, after = self.features_type(), self.features_type()
         label = record.class_label
-        feature["image/encoded"].bytes_list.value.append(bytes(record.data))
+        before.feature["image/class/label"].int64_list.value.append(label)
+        if label in self.class_names:
+            before.feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
+        feature = after.feature
         feature["image/format"].bytes_list.value.append(payload.kind.encode())
-        feature["image/class/label"].int64_list.value.append(label)
         feature["image/height"].int64_list.value.append(payload.height)
         feature["image/width"].int64_list.value.append(payload.width)
-        if label in self.class_names:
-            feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
         feature["mxrec/key"].bytes_list.value.append(record.key.encode())
         feature["mxrec/raw"].int64_list.value.append(int(record.raw))
         if not record.raw:
@@ -141,12 +147,22 @@ class Writer:
             head = record.verbatim_head()
             if head is not None:
                 feature["mxrec/irheader"].bytes_list.value.append(head)
-        return example.SerializeToString(deterministic=True)  # map entries sorted: same records, same bytes
+        data = record.data
+        # the map entry: key "image/encoded", value Feature{bytes_list: BytesList{value: [data]}}
+        values = b"\x0a" + _varint(len(data))  # BytesList.value
+        size = len(values) + len(data)
+        bytes_list = b"\x0a" + _varint(size)  # Feature.bytes_list
+        size += len(bytes_list)
+        key_value = _ENCODED_KEY + b"\x12" + _varint(size)  # the entry's key and value fields
+        size += len(key_value)
+        first, rest = before.SerializeToString(deterministic=True), after.SerializeToString(deterministic=True)
+        entry = first + b"\x0a" + _varint(size) + key_value + bytes_list + values
+        return b"\x0a" + _varint(len(entry) + len(data) + len(rest)) + entry, data, rest
 
     def write(self, record: Record, payload: Payload) -> None:
-        data = self.example(record, payload)
-        self.frames.append(data)
-        size = 16 + len(data)
+        pieces = self.example(record, payload)
+        self.frames.append(pieces)
+        size = 16 + sum(map(len, pieces))
         self.index.write(f"{self.offset} {size}\n")
         self.offset += size
         self.pending += size
@@ -158,12 +174,15 @@ class Writer:
             self._write_frames(self.frames)
             self.frames, self.pending = [], 0
 
-    def _write_frames(self, frames: list[bytes]) -> None:
-        """Frame and write ``frames`` in one ``writev``."""
-        crc, chunks = self.crc32c, []
-        for data in frames:
-            length = _LENGTH.pack(len(data))
-            chunks += (length + _CRC.pack(masked_crc(crc, length)), data, _CRC.pack(masked_crc(crc, data)))
+    def _write_frames(self, frames: list[tuple[bytes, bytes | memoryview, bytes]]) -> None:
+        """Frame and write ``frames`` (each an ``Example`` in pieces) in one ``writev``."""
+        crc32c, chunks = self.crc32c.crc32c, []
+        for pieces in frames:
+            length = _LENGTH.pack(sum(map(len, pieces)))
+            crc = 0
+            for piece in pieces:
+                crc = crc32c(piece, crc)
+            chunks += (length + _CRC.pack(masked_crc(self.crc32c, length)), *pieces, _CRC.pack(_mask(crc)))
         write_all(self.file, chunks)
 
     def close(self) -> None:
@@ -174,6 +193,16 @@ class Writer:
     def abort(self) -> None:
         self.file.close()
         self.index.close()
+
+
+def _varint(value: int) -> bytes:
+    """``value`` as a protobuf varint."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _signed(value: int) -> int:
