@@ -150,17 +150,20 @@ def test_tar_member_headers_are_the_standard_librarys_headers():
         assert member_header(name, size) == info.tobuf(fmt, "utf-8", "surrogateescape")
 
 
-def test_tar_damage_after_the_first_member_is_an_error_not_an_early_end(tmp_path):
+@pytest.mark.parametrize(("at", "value", "reason"), [(5, None, "bad checksum"), (130, ord("8"), "bad checksum"),
+                                                     (150, ord("9"), "bad checksum")])
+def test_tar_damage_after_the_first_member_is_an_error_not_an_early_end(at, value, reason, tmp_path):
     made = mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset")
     tar = bytearray(Path(made.files[0]).read_bytes())
     import tarfile
 
     with tarfile.open(made.files[0]) as t:
         third = t.getmembers()[2].offset  # tarfile alone would stop here quietly and lose the rest
-    tar[third + 5] ^= 0x01  # a name byte: the checksum no longer matches
+    # a name byte (the checksum no longer matches), or a digit that is not octal in the size or checksum field
+    tar[third + at] = tar[third + at] ^ 0x01 if value is None else value
     bad = tmp_path / "bad.tar"
     bad.write_bytes(bytes(tar))
-    with pytest.raises(mxrec.RecordFormatError, match=rf"bad\.tar: at byte {third}: bad tar header \(bad checksum\)"):
+    with pytest.raises(mxrec.RecordFormatError, match=rf"bad\.tar: at byte {third}: bad tar header \({reason}\)"):
         mxrec.convert(bad, tmp_path / "bad.rec")
     assert not (tmp_path / "bad.rec").exists()
 

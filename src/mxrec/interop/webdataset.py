@@ -73,6 +73,7 @@ _TEMPLATE = _tar_info("", 0).tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateesca
 _NAME, _SIZE, _CHECKSUM = slice(0, 100), slice(124, 136), slice(148, 156)
 _MIDDLE, _AFTER_SIZE, _AFTER_CHECKSUM = _TEMPLATE[100:124], _TEMPLATE[136:148], _TEMPLATE[156:]
 _FIXED_SUM = sum(_TEMPLATE) - sum(_TEMPLATE[_CHECKSUM]) + 8 * 32 - sum(_TEMPLATE[_SIZE])
+_MIDDLE_SUM = sum(_MIDDLE)
 
 
 def member_header(name: str, size: int) -> bytes:
@@ -187,6 +188,13 @@ def _size(fileobj: Any) -> int:
 def _plain_member(header: bytes) -> tuple[str, int] | None:
     """``(name, size)`` of a plain regular-file header (ustar or GNU magic, an octal size, a sound checksum),
     else ``None``: :mod:`tarfile` reads that one."""
+    if header[100:124] == _MIDDLE and header[136:148] == _AFTER_SIZE and header[156:] == _AFTER_CHECKSUM:
+        # as member_header writes them (all but the name, size and checksum are the template's): sum only those
+        try:
+            if int(header[148:154], 8) == _FIXED_SUM + sum(header[:136]) - _MIDDLE_SUM:
+                return header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape"), int(header[124:135], 8)
+        except ValueError:  # not octal digits: damaged
+            return None
     if header[156] not in b"0\0" or header[257:262] != b"ustar" or header[124] & 0x80:
         return None
     try:
