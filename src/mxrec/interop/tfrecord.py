@@ -196,13 +196,18 @@ class Writer:
 
 
 def _varint(value: int) -> bytes:
-    """``value`` as a protobuf varint."""
+    """``value`` (not negative) as a protobuf varint."""
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
 
 
 def _signed(value: int) -> int:

@@ -53,6 +53,7 @@ FORMAT = "webdataset"
 SUFFIX = ".tar"
 EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
 INDEX_SUFFIX = ""  # no index file beside a shard
+_to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one a call
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
 WRITE_BLOCK = 8 << 20  # payload bytes per writev (views of the source held until then): 64 KB writes are slow
@@ -130,7 +131,7 @@ class Writer:
         if label >= 0:
             text = str(label).encode()
             tail += (member_header(f"{name}.cls", len(text)), text, _padding(len(text)))
-        meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
+        meta = _to_json(sample_json(record)).encode()
         tail += (member_header(f"{name}.json", len(meta)), meta, _padding(len(meta)))
         self.chunks += (member_header(f"{name}.{payload.extension}", len(data)), data, b"".join(tail))
         self.pending += len(data)
