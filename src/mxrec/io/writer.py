@@ -178,7 +178,7 @@ class RecordWriter:
         chunks: list = []
         listed: list[tuple[object, int]] = []
         for key, pieces in records:
-            if any(len(p) & 3 for p in pieces[:-1]) or any(framing.aligned_magic_offsets(p) for p in pieces):
+            if any(len(p) & 3 for p in pieces[:-1]) or any(map(_holds_aligned_magic, pieces)):
                 self._write_listed(rec, chunks, listed)  # what came before, then this one the usual way
                 chunks, listed = [], []
                 self.write(_join(pieces), key)
@@ -361,6 +361,14 @@ def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
     rec.flush()
     write_all(rec, chunks)
     return size
+
+
+def _holds_aligned_magic(piece: bytes | memoryview) -> bool:
+    """Whether the magic is at a 4-byte aligned offset of ``piece`` (numpy's any: no list of where)."""
+    length = len(piece)
+    if length < _SMALL_RECORD:
+        return bool(framing.aligned_magic_offsets(piece))
+    return bool((np.frombuffer(piece, "<u4", length >> 2) == _MAGIC_WORD).any())
 
 
 def _write_buffer(rec: BinaryIO, data: bytes) -> None:
