@@ -18,6 +18,7 @@ from mxrec.errors import OptionError
 from mxrec.format.header import IRHeader, pack
 from mxrec.interop.record import Record
 from mxrec.io.opener import RecordReader
+from mxrec.io.writer import RecordWriter as RecordWriter
 from testkit import GOLDEN
 from testkit.datasets import clean_jpeg, write_indexed
 from testkit.insightface import make_face_set
@@ -149,17 +150,20 @@ def test_tar_member_headers_are_the_standard_librarys_headers():
         assert member_header(name, size) == info.tobuf(fmt, "utf-8", "surrogateescape")
 
 
-def test_tar_damage_after_the_first_member_is_an_error_not_an_early_end(tmp_path):
+@pytest.mark.parametrize(("at", "value", "reason"), [(5, None, "bad checksum"), (130, ord("8"), "bad checksum"),
+                                                     (150, ord("9"), "invalid header")])
+def test_tar_damage_after_the_first_member_is_an_error_not_an_early_end(at, value, reason, tmp_path):
     made = mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset")
     tar = bytearray(Path(made.files[0]).read_bytes())
     import tarfile
 
     with tarfile.open(made.files[0]) as t:
         third = t.getmembers()[2].offset  # tarfile alone would stop here quietly and lose the rest
-    tar[third + 5] ^= 0x01  # a name byte: the checksum no longer matches
+    # a name byte (the checksum no longer matches), or a digit that is not octal in the size or checksum field
+    tar[third + at] = tar[third + at] ^ 0x01 if value is None else value
     bad = tmp_path / "bad.tar"
     bad.write_bytes(bytes(tar))
-    with pytest.raises(mxrec.RecordFormatError, match=rf"bad\.tar: at byte {third}: bad tar header \(bad checksum\)"):
+    with pytest.raises(mxrec.RecordFormatError, match=rf"bad\.tar: at byte {third}: bad tar header \({reason}\)"):
         mxrec.convert(bad, tmp_path / "bad.rec")
     assert not (tmp_path / "bad.rec").exists()
 
@@ -190,3 +194,71 @@ def test_tar_reader_takes_long_names_folders_and_pax(tar_format, tmp_path):
         assert [bytes(data) for _, data in got] == [bytes([n]) * (n * 700) for n in range(len(names))]
     with pytest.raises(mxrec.RecordFormatError, match=r"t\.tar: at byte 0: not a tar file, or damaged"):
         list(iter_members(io.BytesIO(b"x" * 1024), "t.tar"))
+
+
+def test_write_pieces_gives_the_bytes_write_gives(tmp_path: Path) -> None:
+    """The converter's .rec path (RecordWriter.write_pieces: header and payload view, one writev) writes what
+    write(head + payload) writes: aligned magics in the header or payload, unaligned pieces, large and empty ones."""
+    magic = struct.pack("<I", 0xCED7230A)
+    head = pack(IRHeader(0, 1.0, 7, 0), b"")
+    payloads = [b"", b"abc", magic * 3, b"x" * 5 + magic + b"y" * 3, bytes(200_000) + magic + b"z",
+                bytes(70_000), b"q" * 65_537]
+    records = [(str(n), (head, memoryview(p))) for n, p in enumerate(payloads)]
+    records += [("h", (magic * 6, b"tail")), ("u", (b"odd", magic + b"end")), ("v", (b"", b"whole"))]
+    with RecordWriter(tmp_path / "a.rec", tmp_path / "a.idx", key_type=str) as pieces:
+        pieces.write_pieces(records[:4])
+        pieces.write(b"between", "b")
+        pieces.write_pieces(records[4:])
+    with RecordWriter(tmp_path / "b.rec", tmp_path / "b.idx", key_type=str) as whole:
+        for key, parts in records[:4]:
+            whole.write(b"".join(parts), key)
+        whole.write(b"between", "b")
+        for key, parts in records[4:]:
+            whole.write(b"".join(parts), key)
+    assert (tmp_path / "a.rec").read_bytes() == (tmp_path / "b.rec").read_bytes()
+    assert (tmp_path / "a.idx").read_bytes() == (tmp_path / "b.idx").read_bytes()
+
+
+def test_tfrecord_example_pieces_are_protobufs_own_bytes(tmp_path: Path) -> None:
+    """The Example is written in pieces around the payload (no copy): the bytes protobuf itself serializes
+    (deterministic) for the same features, whatever the record: class text, raw, verbatim header, labels, sizes."""
+    from mxrec.interop import tfrecord
+    from mxrec.interop.record import inspect_payload
+
+    writer = tfrecord.Writer(str(tmp_path / "x.tfrecord"), {3: "cat"})
+    nan_head = struct.pack("<If", 0, float("nan")) + struct.pack("<QQ", 5, 6)
+    records = [Record.from_fields("a", clean_jpeg(1), label=3.0, id=1 << 63 | 5),
+               Record.from_fields("b", b"", label=2.5),
+               Record.from_fields("c", b"x" * 200_000, flag=2, labels=[1.0, 2.0], label=7.0, id=9, id2=4),
+               Record("d", b"raw bytes", raw=True),
+               Record.from_fields("e", b"\xff\xd8" + bytes(127), head=nan_head)]
+    for record in records:
+        payload = inspect_payload(record.data)
+        example = writer.example_type()
+        feature = example.features.feature
+        feature["image/encoded"].bytes_list.value.append(bytes(record.data))
+        feature["image/format"].bytes_list.value.append(payload.kind.encode())
+        feature["image/class/label"].int64_list.value.append(record.class_label)
+        feature["image/height"].int64_list.value.append(payload.height)
+        feature["image/width"].int64_list.value.append(payload.width)
+        if record.class_label == 3:
+            feature["image/class/text"].bytes_list.value.append(b"cat")
+        feature["mxrec/key"].bytes_list.value.append(record.key.encode())
+        feature["mxrec/raw"].int64_list.value.append(int(record.raw))
+        if not record.raw:
+            feature["mxrec/flag"].int64_list.value.append(record.flag)
+            feature["mxrec/id"].int64_list.value.append(tfrecord._signed(record.id))
+            feature["mxrec/id2"].int64_list.value.append(tfrecord._signed(record.id2))
+            labels = [] if record.labels is None else record.labels.tolist()
+            feature["mxrec/label"].float_list.value.extend([record.label, *labels])
+            if record.verbatim_head() is not None:
+                feature["mxrec/irheader"].bytes_list.value.append(record.verbatim_head())
+        pieces = writer.example(record, payload)
+        assert isinstance(pieces[1], memoryview) or pieces[1] is record.data
+        assert b"".join(pieces) == example.SerializeToString(deterministic=True), record.key
+        writer.write(record, payload)
+    writer.close()
+    with open(tmp_path / "x.tfrecord", "rb") as f:
+        back = list(tfrecord.read_records(f, "x.tfrecord"))
+    assert [(r.key, bytes(r.data), r.header_bytes()) for r in back] == \
+        [(r.key, bytes(r.data), r.header_bytes()) for r in records]

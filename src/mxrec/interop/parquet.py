@@ -16,7 +16,10 @@ metadata (as ``datasets`` itself writes them):
 
 Rows go out in row groups of at most :data:`ROW_GROUP_BYTES` of payload (or
 :data:`ROW_GROUP_ROWS` rows), so neither the writer nor a reader holds more
-than one row group. Parquet files written by others convert too: the
+than one row group. 8 MB (about a hundred photos: ``datasets`` itself writes
+image datasets in row groups of 100 rows) rather than 64 MB: a 64 MB buffer is
+fresh memory every time, and its page faults made ``.rec -> parquet`` 30% slower
+(``benchmarks/bench_convert.py``). Parquet files written by others convert too: the
 ``image`` column (a struct with ``bytes`` or plain binary) and ``label``;
 keys and ids are then positions.
 """
@@ -37,7 +40,7 @@ FORMAT = "parquet"
 SUFFIX = ".parquet"
 EXTRA = "parquet"
 INDEX_SUFFIX = ""  # no index file beside a shard
-ROW_GROUP_BYTES = 64 << 20  # well under the 2 GiB a binary column's int32 offsets allow
+ROW_GROUP_BYTES = 8 << 20  # see the module docstring
 ROW_GROUP_ROWS = 10_000
 _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")
 
@@ -147,6 +150,26 @@ def _image_bytes(value: Any, where: str, row: int) -> bytes:
     raise MxrecError(f"{where}: row {row}: the image column holds {type(value).__name__}, not bytes")
 
 
+def _image_views(column: Any) -> list[memoryview] | None:
+    """The payloads of an ``image`` column (a struct with ``bytes``, or binary) as views of its Arrow buffer, or
+    ``None`` when a row has no bytes or the column is of another type (then the rows are read one by one)."""
+    pa = require_pyarrow()
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_struct(array.type):
+        if array.null_count or array.type.get_field_index("bytes") < 0:
+            return None
+        array = array.field("bytes")  # the child, with the struct's offset applied
+    if array.null_count or not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+        return None
+    _, offsets, data = array.buffers()
+    if data is None:  # no bytes at all: every payload is empty
+        return [memoryview(b"")] * len(array)
+    bounds = np.frombuffer(offsets, np.int64 if pa.types.is_large_binary(array.type) else np.int32,
+                           len(array) + 1, array.offset * (8 if pa.types.is_large_binary(array.type) else 4))
+    view = memoryview(data).cast("B")  # Arrow exports signed chars
+    return [view[start:stop] for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+
+
 def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str = "image",
                  label_column: str = "label") -> Iterator[Record]:
     """The records of one Parquet file, a row group at a time (``key`` is ``None`` for files of other tools)."""
@@ -164,9 +187,11 @@ def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str
     row = 0
     for group in range(parquet.num_row_groups):
         table = parquet.read_row_group(group, columns=wanted)
-        columns = {name: table.column(name).to_pylist() for name in wanted}
+        views = _image_views(table.column(image_column))  # no copy of the payloads
+        columns = {name: table.column(name).to_pylist() for name in wanted
+                   if name != image_column or views is None}
         for i in range(table.num_rows):
-            data = _image_bytes(columns[image_column][i], where, row)
+            data = views[i] if views is not None else _image_bytes(columns[image_column][i], where, row)
             row += 1
             if ours:
                 labels = columns["labels"][i]

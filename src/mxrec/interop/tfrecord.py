@@ -31,11 +31,10 @@ import struct
 from collections.abc import Iterator
 from typing import IO, Any
 
-import numpy as np
-
 from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
+from mxrec.io.writer import write_all
 
 FORMAT = "tfrecord"
 SUFFIX = ".tfrecord"
@@ -45,6 +44,8 @@ _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
 _U64 = 1 << 64
+WRITE_BLOCK = 8 << 20  # bytes of frames per writev
+_ENCODED_KEY = b"\x0a\x0dimage/encoded"  # a map entry's key field: "image/encoded"
 
 
 _EXAMPLE: list[Any] = []  # the Example class, made once
@@ -100,7 +101,10 @@ def require_tfrecord() -> tuple[Any, Any]:
 
 def masked_crc(crc32c: Any, data: bytes) -> int:
     """TFRecord's masked CRC-32C of ``data``."""
-    crc = crc32c.crc32c(data)
+    return _mask(crc32c.crc32c(data))
+
+
+def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -109,23 +113,27 @@ class Writer:
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
         self.example_type, self.crc32c = require_tfrecord()
+        self.features_type = type(self.example_type().features)
         self.class_names = class_names or {}
-        self.file = open(path, "wb", buffering=1 << 20)
+        self.file = open(path, "wb", buffering=0)  # frames go out in blocks: one writev
         self.index = open(path + INDEX_SUFFIX, "w", encoding="ascii", newline="\n")
         self.offset = 0
+        self.frames: list[bytes] = []
+        self.pending = 0
 
-    def example(self, record: Record, payload: Payload) -> bytes:
-        """The serialized ``Example`` of ``record``."""
-        example = self.example_type()
-        feature = example.features.feature
+    def example(self, record: Record, payload: Payload) -> tuple[bytes, bytes | memoryview, bytes]:
+        """The serialized ``Example`` of ``record`` in three pieces, ``(before, payload, after)``, the payload not
+        copied: the bytes ``SerializeToString(deterministic=True)`` gives (map entries sorted by key), made as two
+        ``Features`` messages (the keys before ``image/encoded`` and after it) with that entry between them."""
+        before, after = self.features_type(), self.features_type()
         label = record.class_label
-        feature["image/encoded"].bytes_list.value.append(bytes(record.data))
+        before.feature["image/class/label"].int64_list.value.append(label)
+        if label in self.class_names:
+            before.feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
+        feature = after.feature
         feature["image/format"].bytes_list.value.append(payload.kind.encode())
-        feature["image/class/label"].int64_list.value.append(label)
         feature["image/height"].int64_list.value.append(payload.height)
         feature["image/width"].int64_list.value.append(payload.width)
-        if label in self.class_names:
-            feature["image/class/text"].bytes_list.value.append(self.class_names[label].encode())
         feature["mxrec/key"].bytes_list.value.append(record.key.encode())
         feature["mxrec/raw"].int64_list.value.append(int(record.raw))
         if not record.raw:
@@ -137,25 +145,67 @@ class Writer:
             head = record.verbatim_head()
             if head is not None:
                 feature["mxrec/irheader"].bytes_list.value.append(head)
-        return example.SerializeToString(deterministic=True)  # map entries sorted: same records, same bytes
+        data = record.data
+        # the map entry: key "image/encoded", value Feature{bytes_list: BytesList{value: [data]}}
+        values = b"\x0a" + _varint(len(data))  # BytesList.value
+        size = len(values) + len(data)
+        bytes_list = b"\x0a" + _varint(size)  # Feature.bytes_list
+        size += len(bytes_list)
+        key_value = _ENCODED_KEY + b"\x12" + _varint(size)  # the entry's key and value fields
+        size += len(key_value)
+        first, rest = before.SerializeToString(deterministic=True), after.SerializeToString(deterministic=True)
+        entry = first + b"\x0a" + _varint(size) + key_value + bytes_list + values
+        return b"\x0a" + _varint(len(entry) + len(data) + len(rest)) + entry, data, rest
 
     def write(self, record: Record, payload: Payload) -> None:
-        data = self.example(record, payload)
-        length = _LENGTH.pack(len(data))
-        crc = self.crc32c
-        self.file.write(length + _CRC.pack(masked_crc(crc, length)))
-        self.file.write(data)
-        self.file.write(_CRC.pack(masked_crc(crc, data)))
-        size = 16 + len(data)
+        pieces = self.example(record, payload)
+        self.frames.append(pieces)
+        size = 16 + sum(map(len, pieces))
         self.index.write(f"{self.offset} {size}\n")
         self.offset += size
+        self.pending += size
+        if self.pending >= WRITE_BLOCK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self.frames:
+            self._write_frames(self.frames)
+            self.frames, self.pending = [], 0
+
+    def _write_frames(self, frames: list[tuple[bytes, bytes | memoryview, bytes]]) -> None:
+        """Frame and write ``frames`` (each an ``Example`` in pieces) in one ``writev``."""
+        crc32c, chunks = self.crc32c.crc32c, []
+        for pieces in frames:
+            length = _LENGTH.pack(sum(map(len, pieces)))
+            crc = 0
+            for piece in pieces:
+                crc = crc32c(piece, crc)
+            chunks += (length + _CRC.pack(masked_crc(self.crc32c, length)), *pieces, _CRC.pack(_mask(crc)))
+        write_all(self.file, chunks)
 
     def close(self) -> None:
+        self._write_pending()
         self.file.close()
         self.index.close()
 
     def abort(self) -> None:
-        self.close()
+        self.file.close()
+        self.index.close()
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (not negative) as a protobuf varint."""
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
 
 
 def _signed(value: int) -> int:
@@ -206,9 +256,9 @@ def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Recor
         if _first(feature, "mxrec/raw", "int64_list"):
             yield Record.from_fields(key.decode(), image, raw=True)
             continue
-        labels = np.asarray(feature["mxrec/label"].float_list.value, np.float32)
+        labels = list(feature["mxrec/label"].float_list.value)  # float32 values (np.asarray of it: 7 us)
         flag = _first(feature, "mxrec/flag", "int64_list")
-        yield Record.from_fields(key.decode(), image, flag=flag, label=float(labels[0]),
+        yield Record.from_fields(key.decode(), image, flag=flag, label=labels[0],
                                  id=_first(feature, "mxrec/id", "int64_list") % _U64,
                                  id2=_first(feature, "mxrec/id2", "int64_list") % _U64,
                                  labels=labels[1:] if flag else None,

@@ -17,8 +17,8 @@ per-member steps it is too slow for: the fixed fields of every member header
 (mtime 0, owner root, mode 0444, so the same records give the same bytes) come
 from one :meth:`tarfile.TarInfo.tobuf`, and :func:`member_header` fills in
 the name, the size and the checksum (the bytes ``tobuf`` gives, tested); a
-name past ustar's 100 bytes is ``tobuf``'s own GNU header. A sample's headers
-and data go out in one ``writev``, the payload not copied. Reading,
+name past ustar's 100 bytes is ``tobuf``'s own GNU header. Samples' headers
+and data go out in one ``writev`` per :data:`WRITE_BLOCK` bytes, the payloads not copied. Reading,
 :func:`iter_members` parses a plain regular-file header itself (ustar or GNU
 magic, octal size, checksum checked) and hands every other one to
 :class:`tarfile.TarFile` (GNU long names, pax, sparse files, folders, links,
@@ -53,8 +53,10 @@ FORMAT = "webdataset"
 SUFFIX = ".tar"
 EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
 INDEX_SUFFIX = ""  # no index file beside a shard
+_to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one a call
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
+WRITE_BLOCK = 8 << 20  # payload bytes per writev (views of the source held until then): 64 KB writes are slow
 
 
 _MTIME, _MODE, _OWNER = 0, 0o444, "root"  # fixed, so the same records give the same bytes
@@ -72,6 +74,7 @@ _TEMPLATE = _tar_info("", 0).tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateesca
 _NAME, _SIZE, _CHECKSUM = slice(0, 100), slice(124, 136), slice(148, 156)
 _MIDDLE, _AFTER_SIZE, _AFTER_CHECKSUM = _TEMPLATE[100:124], _TEMPLATE[136:148], _TEMPLATE[156:]
 _FIXED_SUM = sum(_TEMPLATE) - sum(_TEMPLATE[_CHECKSUM]) + 8 * 32 - sum(_TEMPLATE[_SIZE])
+_MIDDLE_SUM = sum(_MIDDLE)
 
 
 def member_header(name: str, size: int) -> bytes:
@@ -111,9 +114,11 @@ class Writer:
     """Write records as samples of one ``.tar`` file at ``path`` (a local file; staging is the caller's)."""
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
-        self.file = open(path, "wb", buffering=0)  # a sample is one writev: headers, payload, the rest
+        self.file = open(path, "wb", buffering=0)  # samples go out in blocks: one writev, payloads not copied
         self.used: set[str] = set()
         self.count = 0
+        self.chunks: list[Any] = []
+        self.pending = 0
 
     def write(self, record: Record, payload: Payload) -> None:
         name = record.key if record.key not in self.used and _PLAIN_NAME.fullmatch(record.key) else \
@@ -126,12 +131,20 @@ class Writer:
         if label >= 0:
             text = str(label).encode()
             tail += (member_header(f"{name}.cls", len(text)), text, _padding(len(text)))
-        meta = json.dumps(sample_json(record), separators=(",", ":")).encode()
+        meta = _to_json(sample_json(record)).encode()
         tail += (member_header(f"{name}.json", len(meta)), meta, _padding(len(meta)))
-        write_all(self.file, [member_header(f"{name}.{payload.extension}", len(data)), data, b"".join(tail)])
+        self.chunks += (member_header(f"{name}.{payload.extension}", len(data)), data, b"".join(tail))
+        self.pending += len(data)
+        if self.pending >= WRITE_BLOCK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        write_all(self.file, self.chunks)
+        self.chunks, self.pending = [], 0
 
     def close(self) -> None:
-        write_all(self.file, [bytes(2 * _BLOCK)])  # the end-of-archive marker
+        self.chunks.append(bytes(2 * _BLOCK))  # the end-of-archive marker
+        self._write_pending()
         self.file.close()
 
     def abort(self) -> None:
@@ -176,6 +189,13 @@ def _size(fileobj: Any) -> int:
 def _plain_member(header: bytes) -> tuple[str, int] | None:
     """``(name, size)`` of a plain regular-file header (ustar or GNU magic, an octal size, a sound checksum),
     else ``None``: :mod:`tarfile` reads that one."""
+    if header[100:124] == _MIDDLE and header[136:148] == _AFTER_SIZE and header[156:] == _AFTER_CHECKSUM:
+        # as member_header writes them (all but the name, size and checksum are the template's): sum only those
+        try:
+            if int(header[148:154], 8) == _FIXED_SUM + sum(header[:136]) - _MIDDLE_SUM:
+                return header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape"), int(header[124:135], 8)
+        except ValueError:  # not octal digits: damaged
+            return None
     if header[156] not in b"0\0" or header[257:262] != b"ustar" or header[124] & 0x80:
         return None
     try:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import BinaryIO, TextIO
 
 import numpy as np
@@ -168,6 +168,41 @@ class RecordWriter:
                 self.flush()
         self._count += 1
         return offset
+
+    def write_pieces(self, records: Iterable[tuple[object, Sequence[bytes | memoryview]]]) -> None:
+        """Append records given as ``(key, pieces)``, the record being ``b"".join(pieces)`` (an IRHeader and a view
+        of its payload, say): the same bytes as :meth:`write`, in one ``writev`` for them all, the pieces not
+        copied. A record whose pieces but the last are not 4-byte aligned, or hold an aligned magic, is joined
+        and written by :meth:`write`."""
+        rec = self._writable()
+        chunks: list = []
+        listed: list[tuple[object, int]] = []
+        for key, pieces in records:
+            if any(len(p) & 3 for p in pieces[:-1]) or any(map(_holds_aligned_magic, pieces)):
+                self._write_listed(rec, chunks, listed)  # what came before, then this one the usual way
+                chunks, listed = [], []
+                self.write(_join(pieces), key)
+                continue
+            length = sum(map(len, pieces))
+            framing.check_payload_length(length)
+            chunks += (_pack_header(_MAGIC_WORD, length), *pieces, _PADDING[-length & 3])
+            listed.append((key, self._position))
+            self._position += 8 + length + (-length & 3)
+        self._write_listed(rec, chunks, listed)
+
+    def _write_listed(self, rec: BinaryIO, chunks: list, listed: list[tuple[object, int]]) -> None:
+        """Write framed ``chunks`` straight to the file, then list their records in the index (held back)."""
+        if not listed:
+            return
+        rec.flush()
+        write_all(rec, chunks)
+        if self._idx is not None:
+            self._pending_keys.extend(self._count + n if key is None else self.key_type(key)
+                                      for n, (key, _) in enumerate(listed))
+            self._pending_offsets.extend(offset for _, offset in listed)
+        self._count += len(listed)
+        if len(self._pending_offsets) >= _FLUSH_INDEX_EVERY:
+            self.flush()
 
     def write_batch(self, payloads: Iterable[bytes | bytearray | memoryview], keys: Iterable[object] | None = None,
                     *, indexed: bool = True) -> list[int]:
@@ -326,6 +361,14 @@ def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
     rec.flush()
     write_all(rec, chunks)
     return size
+
+
+def _holds_aligned_magic(piece: bytes | memoryview) -> bool:
+    """Whether the magic is at a 4-byte aligned offset of ``piece`` (numpy's any: no list of where)."""
+    length = len(piece)
+    if length < _SMALL_RECORD:
+        return bool(framing.aligned_magic_offsets(piece))
+    return bool((np.frombuffer(piece, "<u4", length >> 2) == _MAGIC_WORD).any())
 
 
 def _write_buffer(rec: BinaryIO, data: bytes) -> None:
