@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from mxrec.errors import MissingExtraError, MxrecError
+from mxrec.errors import MxrecError, import_extra
 from mxrec.interop.job import (
     ConvertResult,
     OutputSet,
@@ -39,12 +39,7 @@ _OURS = ("key", "flag", "header_label", "id", "id2", "labels", "raw")
 
 def require_datasets() -> Any:
     """The ``datasets`` module, or :class:`MissingExtraError` naming ``mxrec[huggingface]``."""
-    try:
-        import datasets
-    except ImportError as exc:
-        raise MissingExtraError(f"Hugging Face datasets are not installed: pip install 'mxrec[huggingface]' "
-                                f"({exc})") from None
-    return datasets
+    return import_extra("datasets", "Hugging Face datasets are not installed", "huggingface")
 
 
 def to_hf_dataset(source: Any, *, cache_dir: str | None = None, progress: Progress | None = None,

@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from mxrec.errors import MissingExtraError, MxrecError
+from mxrec.errors import MxrecError, import_extra
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
 
@@ -47,13 +47,8 @@ _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2"
 
 def require_pyarrow() -> Any:
     """``pyarrow`` (with ``pyarrow.parquet``), or :class:`MissingExtraError` naming ``mxrec[parquet]``."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet
-    except ImportError as exc:
-        raise MissingExtraError(f"Parquet needs pyarrow, which is not installed: pip install 'mxrec[{EXTRA}]' "
-                                f"({exc})") from None
-    return pa
+    import_extra("pyarrow.parquet", "Parquet needs pyarrow, which is not installed", EXTRA)
+    return import_extra("pyarrow", "Parquet needs pyarrow, which is not installed", EXTRA)
 
 
 def features(class_names: dict[int, str] | None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ import struct
 from collections.abc import Iterator
 from typing import IO, Any
 
-from mxrec.errors import MissingExtraError, RecordFormatError, TruncatedRecordError
+from mxrec.errors import RecordFormatError, TruncatedRecordError, import_extra
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
@@ -90,12 +90,9 @@ def example_class() -> Any:
 
 def require_tfrecord() -> tuple[Any, Any]:
     """``(Example class, crc32c)``, or :class:`MissingExtraError` naming ``mxrec[tfrecord]``."""
-    try:
-        import crc32c
-        import google.protobuf  # noqa: F401
-    except ImportError as exc:
-        raise MissingExtraError(f"TFRecord needs the protobuf and crc32c packages, which are not installed: "
-                                f"pip install 'mxrec[{EXTRA}]' ({exc})") from None
+    what = "TFRecord needs the protobuf and crc32c packages, which are not installed"
+    crc32c = import_extra("crc32c", what, EXTRA)
+    import_extra("google.protobuf", what, EXTRA)
     return example_class(), crc32c
 
 
