@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
+import functools
 import socket
 import subprocess
 import sys
 import time
 from typing import Any
 
-import numpy as np
 import pytest
 
 from mxrec.errors import RemoteError
@@ -24,31 +24,27 @@ from mxrec.io.opener import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.filesystem import is_transient
 from testkit.cli import mxrec_env
+from testkit.datasets import random_payloads, upload_indexed, write_indexed
 from testkit.servers import HTTPServer
 
 N = 300
 
 
+@functools.cache
 def records() -> list[bytes]:
-    rng = np.random.default_rng(5)
-    return [rng.integers(0, 256, 700, dtype=np.uint8).tobytes() for _ in range(N)]
+    return random_payloads(N, 700, seed=5)
 
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory) -> Any:
     path = tmp_path_factory.mktemp("faults") / "train.rec"
-    with RecordWriter(path, index=True) as writer:
-        for i, payload in enumerate(records()):
-            writer.write(payload, key=i)
+    write_indexed(path, range(N), records())
     return path
 
 
 @pytest.fixture
 def s3_data(s3_server: Any, s3_bucket: str, local: Any) -> tuple[str, dict]:
-    s3_server.put_object(s3_bucket, "train.rec", local.read_bytes())
-    s3_server.put_object(s3_bucket, "train.idx", local.with_suffix(".idx").read_bytes())
-    s3_server.log.clear()
-    return f"s3://{s3_bucket}/train.rec", s3_server.storage_options()
+    return upload_indexed(s3_server, s3_bucket, local), s3_server.storage_options()
 
 
 def closed_port() -> int:

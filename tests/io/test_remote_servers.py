@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import subprocess
@@ -19,31 +20,27 @@ from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 from mxrec.train.sampler import BatchSampler
 from testkit.cli import mxrec_env
+from testkit.datasets import random_payloads, upload_indexed, write_indexed
 from testkit.iterdata import IM2REC, pack_photos
 
 N = 2000
 
 
+@functools.cache
 def records() -> list[bytes]:
-    rng = np.random.default_rng(0)
-    return [rng.integers(0, 256, 1000, dtype=np.uint8).tobytes() for _ in range(N)]
+    return random_payloads(N, 1000, seed=0)
 
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory) -> Any:
     path = tmp_path_factory.mktemp("remote") / "train.rec"
-    with RecordWriter(path, index=True) as writer:
-        for i, payload in enumerate(records()):
-            writer.write(payload, key=i)
+    write_indexed(path, range(N), records())
     return path
 
 
 @pytest.fixture
 def s3_data(s3_server: Any, s3_bucket: str, local: Any) -> tuple[str, dict]:
-    s3_server.put_object(s3_bucket, "train.rec", local.read_bytes())
-    s3_server.put_object(s3_bucket, "train.idx", local.with_suffix(".idx").read_bytes())
-    s3_server.log.clear()
-    return f"s3://{s3_bucket}/train.rec", s3_server.storage_options()
+    return upload_indexed(s3_server, s3_bucket, local), s3_server.storage_options()
 
 
 def gets(server: Any, mark: int = 0, key: str = "train.rec") -> int:

@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -215,6 +216,20 @@ def write_indexed(rec: Path, keys: Iterable[int], payloads: list[bytes]) -> None
     """``payloads`` as ``rec`` and the ``.idx`` beside it, listed under ``keys``."""
     with RecordWriter(rec, index=True) as writer:
         writer.write_batch(payloads, list(keys))
+
+
+def random_payloads(count: int, size: int, seed: int) -> list[bytes]:
+    """``count`` payloads of ``size`` random bytes (deterministic for ``seed``)."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for _ in range(count)]
+
+
+def upload_indexed(server: Any, bucket: str, rec: Path, name: str = "train.rec") -> str:
+    """Put ``rec`` and its ``.idx`` into ``bucket`` on the S3 test server; clear its request log; the URL."""
+    server.put_object(bucket, name, rec.read_bytes())
+    server.put_object(bucket, name[:-len(".rec")] + ".idx", rec.with_suffix(".idx").read_bytes())
+    server.log.clear()
+    return f"s3://{bucket}/{name}"
 
 
 def make_broken_image_set(folder: Path, photos: Path) -> tuple[Path, Path]:
