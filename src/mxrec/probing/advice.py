@@ -121,7 +121,8 @@ def recommend(run: ProbeRun, bound: Check, checks: list[Check]) -> list[Advice]:
             advice.append(Advice("fast_decode", "fast_decode=1 (decode at 1/2, 1/4 or 1/8 scale, no repacking)",
                                  f"JPEGs {stored / needed:.1f}x larger than the {needed} px needed: less decoding "
                                  "work (about 1.4x on 2 MP camera JPEGs, up to 1.6x on smoother ones: the entropy "
-                                 "decoding stays), about a grey level from an antialiased full decode (benchmarks/bench_probe.py)"))
+                                 "decoding stays), about a grey level from an antialiased full decode "
+                                 "(benchmarks/bench_probe.py)"))
     if code == "storage":
         if run.remote is not None and not run.remote.get("cached"):
             advice.append(Advice("cache_dir", "cache_dir=/local/disk (or $MXREC_CACHE_DIR)",
