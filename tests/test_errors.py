@@ -31,6 +31,7 @@ from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.block_cache import BlockCache, parse_bytes
+from testkit.datasets import on_memory_fs
 
 SRC = Path(mxrec.__file__).parent
 
@@ -54,12 +55,8 @@ def shards(tmp_path):
 
 @pytest.fixture
 def remote(rec):
-    fs = fsspec.filesystem("memory")
-    folder = f"/e-{uuid.uuid4().hex}"
-    fs.pipe_file(f"{folder}/data.rec", rec.read_bytes())
-    fs.pipe_file(f"{folder}/data.idx", rec.with_suffix(".idx").read_bytes())
-    yield f"memory://{folder}/data.rec"
-    fs.rm(folder, recursive=True)
+    with on_memory_fs(rec) as url:
+        yield url
 
 
 def _write_batch_mismatch(path):

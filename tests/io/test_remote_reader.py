@@ -18,6 +18,7 @@ from mxrec.io.remote_reader import NoIndexWarning, RemoteRecordReader, record_en
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.block_cache import BlockCache, parse_bytes
 from mxrec.storage.remote_file import coalesce
+from testkit.datasets import on_memory_fs
 
 MAGIC = b"\x0a\x23\xd7\xce"
 
@@ -43,12 +44,8 @@ def local(tmp_path):
 @pytest.fixture
 def memory(local):
     """The same .rec/.idx on memory://, in a folder of its own; yields its URL."""
-    fs = fsspec.filesystem("memory")
-    folder = f"/t-{uuid.uuid4().hex}"
-    fs.pipe_file(f"{folder}/data.rec", local.read_bytes())
-    fs.pipe_file(f"{folder}/data.idx", local.with_suffix(".idx").read_bytes())
-    yield f"memory://{folder}/data.rec"
-    fs.rm(folder, recursive=True)
+    with on_memory_fs(local) as url:
+        yield url
 
 
 def test_remote_reader_matches_local(local, memory):

@@ -8,13 +8,16 @@ false alarms). Images are tiny so decoding them all takes milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import cv2
+import fsspec
 import numpy as np
 
 from mxrec.format import framing
@@ -230,6 +233,20 @@ def upload_indexed(server: Any, bucket: str, rec: Path, name: str = "train.rec")
     server.put_object(bucket, name[:-len(".rec")] + ".idx", rec.with_suffix(".idx").read_bytes())
     server.log.clear()
     return f"s3://{bucket}/{name}"
+
+
+@contextlib.contextmanager
+def on_memory_fs(rec: Path) -> Iterator[str]:
+    """``rec`` and its ``.idx`` copied to fsspec's ``memory://`` in a folder of their own; yields the URL, removes
+    the folder afterwards."""
+    fs = fsspec.filesystem("memory")
+    folder = f"/t-{uuid.uuid4().hex}"
+    fs.pipe_file(f"{folder}/data.rec", rec.read_bytes())
+    fs.pipe_file(f"{folder}/data.idx", rec.with_suffix(".idx").read_bytes())
+    try:
+        yield f"memory://{folder}/data.rec"
+    finally:
+        fs.rm(folder, recursive=True)
 
 
 def make_broken_image_set(folder: Path, photos: Path) -> tuple[Path, Path]:
