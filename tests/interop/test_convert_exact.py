@@ -196,24 +196,32 @@ def test_tar_reader_takes_long_names_folders_and_pax(tar_format, tmp_path):
         list(iter_members(io.BytesIO(b"x" * 1024), "t.tar"))
 
 
-def test_write_pieces_gives_the_bytes_write_gives(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write_behind", [False, True])
+def test_write_pieces_gives_the_bytes_write_gives(tmp_path: Path, write_behind: bool) -> None:
     """The converter's .rec path (RecordWriter.write_pieces: header and payload view, one writev) writes what
-    write(head + payload) writes: aligned magics in the header or payload, unaligned pieces, large and empty ones."""
+    write(head + payload) writes: aligned magics in the header or payload, unaligned pieces, large and empty ones;
+    with the writev done behind (the converter's way) mixed with write() and write_batch() too."""
     magic = struct.pack("<I", 0xCED7230A)
     head = pack(IRHeader(0, 1.0, 7, 0), b"")
     payloads = [b"", b"abc", magic * 3, b"x" * 5 + magic + b"y" * 3, bytes(200_000) + magic + b"z",
                 bytes(70_000), b"q" * 65_537]
     records = [(str(n), (head, memoryview(p))) for n, p in enumerate(payloads)]
     records += [("h", (magic * 6, b"tail")), ("u", (b"odd", magic + b"end")), ("v", (b"", b"whole"))]
-    with RecordWriter(tmp_path / "a.rec", tmp_path / "a.idx", key_type=str) as pieces:
+    with RecordWriter(tmp_path / "a.rec", tmp_path / "a.idx", key_type=str, write_behind=write_behind) as pieces:
         pieces.write_pieces(records[:4])
         pieces.write(b"between", "b")
-        pieces.write_pieces(records[4:])
+        pieces.write_pieces(records[4:7])
+        pieces.write_batch([b"batch", magic * 2], ["c", "d"])
+        pieces.write_pieces(records[7:])
     with RecordWriter(tmp_path / "b.rec", tmp_path / "b.idx", key_type=str) as whole:
         for key, parts in records[:4]:
             whole.write(b"".join(parts), key)
         whole.write(b"between", "b")
-        for key, parts in records[4:]:
+        for key, parts in records[4:7]:
+            whole.write(b"".join(parts), key)
+        whole.write(b"batch", "c")
+        whole.write(magic * 2, "d")
+        for key, parts in records[7:]:
             whole.write(b"".join(parts), key)
     assert (tmp_path / "a.rec").read_bytes() == (tmp_path / "b.rec").read_bytes()
     assert (tmp_path / "a.idx").read_bytes() == (tmp_path / "b.idx").read_bytes()

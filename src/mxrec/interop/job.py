@@ -198,7 +198,7 @@ class _ShardRotation:
         stem = os.path.join(task.staging, f"part-{task.number:05d}-{number:05d}")
         if task.target_format == "recordio":
             path, idx = stem + ".rec", (stem + ".idx" if task.indexed else None)
-            self.writer = RecordWriter(path, idx, key_type=str)
+            self.writer = RecordWriter(path, idx, key_type=str, write_behind=True)
         else:
             module = MODULES[task.target_format]
             path = stem + SUFFIXES[task.target_format][0]

@@ -35,6 +35,7 @@ import numpy as np
 from mxrec.errors import MxrecError, import_extra
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
+from mxrec.storage.write_behind import WriteBehind
 
 FORMAT = "parquet"
 SUFFIX = ".parquet"
@@ -88,6 +89,7 @@ class Writer:
                                        write_statistics=False)
         self.columns: dict[str, list] = {name: [] for name in (*_COLUMNS, "path")}
         self.pending_bytes = 0
+        self.behind = WriteBehind()  # a row group is built and written while the next one's rows are gathered
 
     def write(self, record: Record, payload: Payload) -> None:
         c = self.columns
@@ -108,9 +110,13 @@ class Writer:
             self.flush()
 
     def flush(self) -> None:
-        c = self.columns
-        if not c["key"]:
-            return
+        """Hand the rows gathered so far to the writing thread as one row group."""
+        if self.columns["key"]:
+            self.behind.submit(self._write_row_group, self.columns)
+            self.columns = {name: [] for name in (*_COLUMNS, "path")}
+            self.pending_bytes = 0
+
+    def _write_row_group(self, c: dict[str, list]) -> None:
         pa = self.pa
         sizes = np.fromiter(map(len, c["image"]), np.int64, len(c["image"]))
         offsets = np.zeros(len(sizes) + 1, np.int32)
@@ -122,14 +128,16 @@ class Writer:
                   for name in _COLUMNS]
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         self.writer.write_table(table, row_group_size=len(table))
-        self.columns = {name: [] for name in (*_COLUMNS, "path")}
-        self.pending_bytes = 0
 
     def close(self) -> None:
         self.flush()
-        self.writer.close()
+        try:
+            self.behind.close()
+        finally:
+            self.writer.close()
 
     def abort(self) -> None:
+        self.behind.cancel()
         self.writer.close()
 
 

@@ -48,6 +48,7 @@ from mxrec.errors import RecordFormatError, TruncatedRecordError
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
+from mxrec.storage.write_behind import WriteBehind
 
 FORMAT = "webdataset"
 SUFFIX = ".tar"
@@ -115,6 +116,7 @@ class Writer:
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
         self.file = open(path, "wb", buffering=0)  # samples go out in blocks: one writev, payloads not copied
+        self.behind = WriteBehind()  # the writev of one block while the next is framed
         self.used: set[str] = set()
         self.count = 0
         self.chunks: list[Any] = []
@@ -139,15 +141,19 @@ class Writer:
             self._write_pending()
 
     def _write_pending(self) -> None:
-        write_all(self.file, self.chunks)
+        self.behind.submit(write_all, self.file, self.chunks)
         self.chunks, self.pending = [], 0
 
     def close(self) -> None:
         self.chunks.append(bytes(2 * _BLOCK))  # the end-of-archive marker
         self._write_pending()
-        self.file.close()
+        try:
+            self.behind.close()
+        finally:
+            self.file.close()
 
     def abort(self) -> None:
+        self.behind.cancel()
         self.file.close()
 
 

@@ -31,6 +31,7 @@ from mxrec.format import framing
 from mxrec.format.idx import KeyType, format_index, index_path_for
 from mxrec.storage.atomic import output_for
 from mxrec.storage.filesystem import StorageOptions, is_url, local_path
+from mxrec.storage.write_behind import WriteBehind
 
 _FLUSH_INDEX_EVERY = 8192  # pending .idx lines before the .rec is flushed and they are written
 _SMALL_RECORD = framing.VECTOR_SCAN_FROM  # below: one search and a concatenation; above: numpy scan, piecewise
@@ -73,6 +74,11 @@ class RecordWriter:
         for URLs). :meth:`abort` or an exception inside ``with`` discards them.
     buffer_size
         Bytes buffered before the ``.rec`` is written to.
+    write_behind
+        Let :meth:`write_pieces` hand its ``writev`` to a background thread
+        (:class:`~mxrec.storage.write_behind.WriteBehind`) and return at once:
+        the pieces (views of a mapped file, say) must then stay unchanged
+        until :meth:`flush` or :meth:`close`.
     storage_options
         For a URL: fsspec options (credentials, endpoint).
 
@@ -84,7 +90,7 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20,
-                 storage_options: StorageOptions = None) -> None:
+                 write_behind: bool = False, storage_options: StorageOptions = None) -> None:
         self.path = local_path(path)
         if index is True:
             index = index_path_for(self.path)
@@ -94,6 +100,8 @@ class RecordWriter:
             atomic = True  # a remote file is uploaded whole by close()
         self.atomic = atomic
         self._pid = os.getpid()
+        # write_pieces' writev calls, run behind the caller; every other write waits for them first (one order)
+        self._behind: WriteBehind | None = WriteBehind() if write_behind else None
         self._forks = FORK_GENERATION[0]
         self._position = 0
         self._count = 0
@@ -147,6 +155,9 @@ class RecordWriter:
         rec = self._rec
         if rec is None or self._forks != FORK_GENERATION[0]:
             rec = self._writable()  # raises
+        behind = self._behind
+        if behind is not None:  # after the writes behind; the buffer is left empty for the next ones (below)
+            behind.wait()
         if type(payload) is not bytes and not isinstance(payload, bytearray):
             payload = bytes(payload)
         offset = self._position
@@ -161,6 +172,8 @@ class RecordWriter:
             self._position = offset + 8 + length + (-length & 3)
         else:
             self._position = offset + _write_parts(rec, payload)
+        if behind is not None:
+            rec.flush()
         if indexed and self._idx is not None:
             self._pending_keys.append(self._count if key is None else self.key_type(key))
             self._pending_offsets.append(offset)
@@ -194,8 +207,11 @@ class RecordWriter:
         """Write framed ``chunks`` straight to the file, then list their records in the index (held back)."""
         if not listed:
             return
-        rec.flush()
-        write_all(rec, chunks)
+        if self._behind is not None:
+            self._behind.submit(write_all, rec, chunks)  # rec's buffer is empty: write() and flush() wait for these
+        else:
+            rec.flush()
+            write_all(rec, chunks)
         if self._idx is not None:
             self._pending_keys.extend(self._count + n if key is None else self.key_type(key)
                                       for n, (key, _) in enumerate(listed))
@@ -214,6 +230,16 @@ class RecordWriter:
         before it stay written and listed.
         """
         rec = self._writable()
+        if self._behind is not None:  # after the writes behind, and leaving the buffer empty for the next ones
+            self._behind.wait()
+            try:
+                return self._write_many(rec, payloads, keys, indexed)
+            finally:
+                rec.flush()
+        return self._write_many(rec, payloads, keys, indexed)
+
+    def _write_many(self, rec: BinaryIO, payloads: Iterable[bytes | bytearray | memoryview],
+                    keys: Iterable[object] | None, indexed: bool) -> list[int]:
         if keys is not None:
             payloads, keys = list(payloads), list(keys)
             if len(keys) != len(payloads):
@@ -285,6 +311,8 @@ class RecordWriter:
         """Push written records, then the index lines that point at them, to the operating system."""
         if self._rec is None:
             return
+        if self._behind is not None:
+            self._behind.wait()
         self._rec.flush()
         if self._idx is not None and self._pending_offsets:
             self._idx.write(format_index(self._pending_keys, self._pending_offsets))
@@ -320,6 +348,8 @@ class RecordWriter:
         rec, idx = self._rec, self._idx
         self._rec = self._idx = None
         try:
+            if self._behind is not None:
+                self._behind.cancel()  # close() waited for the writes already; abort() drops them
             rec.close()
         finally:
             if idx is not None:
