@@ -255,8 +255,8 @@ def test_tfrecord_example_pieces_are_protobufs_own_bytes(tmp_path: Path) -> None
         feature["mxrec/raw"].int64_list.value.append(int(record.raw))
         if not record.raw:
             feature["mxrec/flag"].int64_list.value.append(record.flag)
-            feature["mxrec/id"].int64_list.value.append(tfrecord._signed(record.id))
-            feature["mxrec/id2"].int64_list.value.append(tfrecord._signed(record.id2))
+            feature["mxrec/id"].int64_list.value.append(record.id - (record.id >> 63 << 64))
+            feature["mxrec/id2"].int64_list.value.append(record.id2 - (record.id2 >> 63 << 64))
             labels = [] if record.labels is None else record.labels.tolist()
             feature["mxrec/label"].float_list.value.extend([record.label, *labels])
             if record.verbatim_head() is not None:

@@ -38,8 +38,10 @@ from mxrec.storage.filesystem import (
     parent,
     read_bytes,
 )
+from mxrec.storage.memory_map import prefault
 
 MANIFEST = ".convert.json"
+PREFAULT = 8 << 20  # bytes of a mapped source file whose pages are mapped at once (see BufferStream)
 VERSION = 1
 SUFFIXES = {"webdataset": (".tar",), "parquet": (".parquet",), "tfrecord": (".tfrecord", ".tfrecords")}
 FORMATS = ("recordio", "webdataset", "parquet", "tfrecord", "folder")
@@ -125,17 +127,31 @@ def infer_format(spec: str | os.PathLike | Sequence[str | os.PathLike], storage_
 
 
 class BufferStream:
-    """A read-only buffer (a mapped file) read like a file, each ``read`` a view of it: no copy."""
+    """A read-only buffer (a mapped file) read like a file, each ``read`` a view of it: no copy.
+
+    The pages ahead of the position are mapped :data:`PREFAULT` bytes at a time
+    (:func:`~mxrec.storage.memory_map.prefault`), so copying the views later costs no page faults.
+    """
 
     def __init__(self, buffer: Any) -> None:
+        self.buffer = buffer
         self.view = memoryview(buffer)
         self.at = 0
+        self.mapped_to = 0  # the pages before this offset are prefaulted
 
     def read(self, size: int = -1) -> memoryview:
         end = len(self.view) if size < 0 else min(self.at + size, len(self.view))
+        if end > self.mapped_to:
+            self.prefault(end)
         out = self.view[self.at:end]
         self.at = end
         return out
+
+    def prefault(self, end: int) -> None:
+        """Map the pages from the position to at least ``end`` (and :data:`PREFAULT` bytes more)."""
+        start = max(self.at, self.mapped_to)
+        self.mapped_to = min(len(self.view), max(end, start + PREFAULT))
+        prefault(self.buffer, start, self.mapped_to)
 
 
 def foreign_format(spec: Any, storage_options: StorageOptions = None) -> str | None:

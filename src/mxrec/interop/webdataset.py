@@ -241,6 +241,8 @@ def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple
         start = offset + _BLOCK
         offset = start + length + (-length % _BLOCK)
         if view is not None:
+            if offset > stream.mapped_to:  # type: ignore[union-attr]
+                stream.prefault(offset)  # type: ignore[union-attr]
             data: bytes | memoryview = view[start:start + length]
         else:
             fileobj.seek(start)

@@ -8,6 +8,8 @@
   files kept on local disk, bounded, shared between processes.
 * :mod:`~mxrec.storage.memory_map`: files as read-only memory maps (a remote one through a local copy).
 * :mod:`~mxrec.storage.atomic`: the one complete-or-absent output helper (remote outputs uploaded when complete).
+* :mod:`~mxrec.storage.write_behind`: :class:`~mxrec.storage.write_behind.WriteBehind`, writes run in order by one
+  background thread while the caller prepares the next.
 
 May import: :mod:`mxrec.errors`.
 """
