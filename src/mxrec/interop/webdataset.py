@@ -75,7 +75,6 @@ _TEMPLATE = _tar_info("", 0).tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateesca
 _NAME, _SIZE, _CHECKSUM = slice(0, 100), slice(124, 136), slice(148, 156)
 _MIDDLE, _AFTER_SIZE, _AFTER_CHECKSUM = _TEMPLATE[100:124], _TEMPLATE[136:148], _TEMPLATE[156:]
 _FIXED_SUM = sum(_TEMPLATE) - sum(_TEMPLATE[_CHECKSUM]) + 8 * 32 - sum(_TEMPLATE[_SIZE])
-_MIDDLE_SUM = sum(_MIDDLE)
 
 
 def member_header(name: str, size: int) -> bytes:
@@ -196,10 +195,12 @@ def _plain_member(header: bytes) -> tuple[str, int] | None:
     """``(name, size)`` of a plain regular-file header (ustar or GNU magic, an octal size, a sound checksum),
     else ``None``: :mod:`tarfile` reads that one."""
     if header[100:124] == _MIDDLE and header[136:148] == _AFTER_SIZE and header[156:] == _AFTER_CHECKSUM:
-        # as member_header writes them (all but the name, size and checksum are the template's): sum only those
+        # as member_header writes them (all but the name, size and checksum are the template's): sum only those,
+        # the name field being the name then zeros
+        name, size = header[:100].rstrip(b"\0"), header[124:136]
         try:
-            if int(header[148:154], 8) == _FIXED_SUM + sum(header[:136]) - _MIDDLE_SUM:
-                return header[:100].split(b"\0", 1)[0].decode("utf-8", "surrogateescape"), int(header[124:135], 8)
+            if b"\0" not in name and int(header[148:154], 8) == _FIXED_SUM + sum(name) + sum(size):
+                return name.decode("utf-8", "surrogateescape"), int(size[:11], 8)
         except ValueError:  # not octal digits: damaged
             return None
     if header[156] not in b"0\0" or header[257:262] != b"ustar" or header[124] & 0x80:
@@ -227,12 +228,15 @@ def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple
     size = _size(fileobj)
     offset = 0
     while offset < size:
-        fileobj.seek(offset)
-        header = fileobj.read(_BLOCK)
-        if header.count(0) == _BLOCK:  # the end-of-archive marker
-            return
+        if view is not None:
+            header = bytes(view[offset:offset + _BLOCK])
+        else:
+            fileobj.seek(offset)
+            header = fileobj.read(_BLOCK)
         plain = _plain_member(header) if len(header) == _BLOCK else None
         if plain is None:
+            if header.count(0) == _BLOCK:  # the end-of-archive marker
+                return
             member, offset = _tarfile_member(fileobj, offset, view is not None, where)
             if member is not None:
                 yield member
