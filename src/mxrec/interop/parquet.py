@@ -94,7 +94,7 @@ class Writer:
     def write(self, record: Record, payload: Payload) -> None:
         c = self.columns
         c["key"].append(record.key)
-        c["image"].append(record.data)  # joined into the Arrow buffer by flush: one copy
+        c["image"].append(record.data)  # copied into the Arrow buffer by the writing thread: one copy
         c["path"].append(f"{record.key}.{payload.extension}")
         c["label"].append(record.class_label)
         c["kind"].append(payload.kind)
@@ -118,11 +118,9 @@ class Writer:
 
     def _write_row_group(self, c: dict[str, list]) -> None:
         pa = self.pa
-        sizes = np.fromiter(map(len, c["image"]), np.int64, len(c["image"]))
-        offsets = np.zeros(len(sizes) + 1, np.int32)
-        np.cumsum(sizes, out=offsets[1:])
-        images = pa.Array.from_buffers(pa.binary(), len(sizes), [None, pa.py_buffer(offsets),
-                                                                  pa.py_buffer(b"".join(c["image"]))])
+        # Arrow copies the payloads into memory of its own allocator, which it reuses from row group to row group
+        # (joining them into fresh bytes first cost four times as much: a new 8 MB, page fault by page fault)
+        images = pa.array(c["image"], pa.binary())
         image = pa.StructArray.from_arrays([images, pa.array(c["path"], pa.string())], names=["bytes", "path"])
         arrays = [image if name == "image" else pa.array(c[name], self.schema.field(name).type)
                   for name in _COLUMNS]
