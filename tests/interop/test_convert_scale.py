@@ -161,3 +161,42 @@ def test_damaged_inputs_fail_naming_the_file_and_leave_nothing(tmp_path):
     with pytest.raises(mxrec.TruncatedRecordError, match=r"cut\.tar: at byte \d+: the tar file ends inside"):
         mxrec.convert(cut, tmp_path / "cut.rec")
     assert not (tmp_path / "cut.rec").exists() and not list(tmp_path.glob(".cut*"))
+
+
+@pytest.mark.parametrize("fmt", ["webdataset", "tfrecord"])
+def test_workers_split_a_set_without_manifest_by_files_keys_stay_positions(fmt, tmp_path, monkeypatch):
+    """A set another tool wrote (no manifest, no keys) is counted first, so its files convert in parallel and each
+    sample is still keyed by its position in the whole set."""
+    from mxrec.interop import job
+    from testkit.datasets import clean_jpeg
+
+    sizes = [5, 7, 4]
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    number = 0
+    for shard, size in enumerate(sizes):
+        if fmt == "webdataset":
+            wds = pytest.importorskip("webdataset")
+            with wds.TarWriter(str(folder / f"part-{shard}.tar")) as sink:
+                for _ in range(size):
+                    sink.write({"__key__": f"s{number:04d}", "jpg": clean_jpeg(number), "cls": number % 3})
+                    number += 1
+        else:
+            writer_module = pytest.importorskip("tfrecord.writer")
+            writer = writer_module.TFRecordWriter(str(folder / f"part-{shard}.tfrecord"))
+            for _ in range(size):
+                writer.write({"image/encoded": (clean_jpeg(number), "byte"), "image/class/label": (number % 3, "int")})
+                number += 1
+            writer.close()
+    serial = mxrec.convert(folder, tmp_path / "one" / "all.rec", shard_size=4)
+    tasks: list[tuple[int, int, int]] = []
+    run_task = job.run_task
+    monkeypatch.setattr(job, "_run_local", lambda ts, *a: (tasks.extend((t.start, t.stop, t.key_base) for t in ts),
+                                                          [run_task(t) for t in ts])[1])
+    parallel = mxrec.convert(folder, tmp_path / "two" / "all.rec", shard_size=4, workers=2)
+    assert tasks == [(0, 1, 0), (1, 2, 5), (2, 3, 12)]  # a task per file, keyed from the samples before it
+    assert serial.records == parallel.records == 16
+    with mxrec.open_dataset(serial.manifest) as one, mxrec.open_dataset(parallel.manifest) as two:
+        assert list(one.keys) == list(two.keys) == list(range(16))
+        assert [one[n] for n in range(16)] == [two[n] for n in range(16)]
+        assert [two.unpack(n)[0].id for n in range(16)] == list(range(16))

@@ -90,3 +90,17 @@ def test_a_record_that_is_no_example_names_the_file_and_offset() -> None:
     at = len(frame(good))
     with pytest.raises(mxrec.RecordFormatError, match=rf"t\.tfrecord: at byte {at}: .*not a tf\.train\.Example"):
         list(tfrecord.read_records(stream, "t.tfrecord"))
+
+
+def test_count_records_walks_the_frame_headers_and_names_a_bad_one() -> None:
+    from mxrec.interop.sets import BufferStream
+
+    frames = b"".join(frame(example(image__encoded=("bytes_list", [bytes(n)]))) for n in range(3))
+    for stream in (io.BytesIO(frames), BufferStream(frames)):
+        assert tfrecord.count_records(stream, "t.tfrecord") == 3
+    assert tfrecord.count_records(BufferStream(frames + frames), "t.tfrecord") == 6
+    bad = bytearray(frames)
+    second = len(frame(example(image__encoded=("bytes_list", [b""]))))
+    bad[second] ^= 0xFF  # the second frame's length byte
+    with pytest.raises(mxrec.RecordFormatError, match=rf"t\.tfrecord: at byte {second}: bad TFRecord length"):
+        tfrecord.count_records(BufferStream(bytes(bad)), "t.tfrecord")

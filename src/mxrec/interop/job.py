@@ -172,6 +172,17 @@ def _foreign_records(task: Task) -> Iterator[Record]:
                 yield record
 
 
+def count_records(path: str, source_format: str, storage_options: StorageOptions = None) -> int:
+    """Records of one file of a foreign set: a Parquet footer, or the tar or TFRecord headers walked (a remote file is
+    read for it). Tasks over several files need these counts first: a sample without a key of its own is keyed by
+    its position in the set."""
+    if source_format == "parquet":
+        with open_input(path, "rb", storage_options) as stream:
+            return parquet.count_records(stream)
+    with open_foreign(path, storage_options) as stream:
+        return MODULES[source_format].count_records(stream, path)
+
+
 def task_records(task: Task) -> Iterator[Record]:
     """The records of ``task``'s part of the source, in order."""
     return _rec_records(task) if task.source_format == "recordio" else _foreign_records(task)
@@ -532,11 +543,8 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         spec = foreign.files
         indexed = foreign.manifest.indexed if foreign.manifest is not None else True
         counts = foreign.counts()
-        if counts is None and source_format == "parquet":
-            counts = []
-            for path in spec:
-                with open_input(path, "rb", storage_options) as stream:
-                    counts.append(parquet.count_records(stream))
+        if counts is None and (source_format == "parquet" or ((engine == "ray" or workers > 1) and len(spec) > 1)):
+            counts = [count_records(path, source_format, storage_options) for path in spec]
         total = sum(counts) if counts is not None else 0
     names = _class_names(source_format, source, class_names, foreign)
 

@@ -281,6 +281,24 @@ def iter_frames(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[
         offset += 16 + length
 
 
+def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
+    """Records of one TFRecord file: its frame headers walked (length checksums checked), the data skipped."""
+    _, crc32c = require_tfrecord()
+    count = offset = 0
+    while True:
+        if isinstance(stream, BufferStream):  # only the headers' pages are read (read() maps the pages ahead)
+            head = stream.view[offset:offset + 12]
+        else:
+            stream.seek(offset)
+            head = stream.read(12)
+        if not head:
+            return count
+        if len(head) < 12 or masked_crc(crc32c, head[:8]) != _CRC.unpack_from(head, 8)[0]:
+            raise RecordFormatError(where, offset, "bad TFRecord length or checksum (not a TFRecord file, or damaged)")
+        offset += 16 + _LENGTH.unpack_from(head)[0]
+        count += 1
+
+
 def _first(feature: Any, name: str, kind: str) -> Any:
     if name not in feature:
         return None

@@ -311,6 +311,11 @@ def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, byt
         yield current, files  # type: ignore[misc]
 
 
+def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
+    """Samples of one ``.tar`` shard (its member headers walked, the payloads not read)."""
+    return sum(1 for _ in _samples(stream, where))
+
+
 def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Record]:
     """The records of one ``.tar`` shard read from ``stream`` (``key`` is ``None`` for samples of other tools)."""
     for _name, files in _samples(stream, where):
