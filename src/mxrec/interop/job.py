@@ -20,11 +20,13 @@ records in file order, as MXNet's writers make them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import multiprocessing
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -54,7 +56,17 @@ from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import dataset_stem, extract_records
 from mxrec.packing.prepare import ImageTransform
 from mxrec.storage.atomic import PartialFile, atomic_open, output_for
-from mxrec.storage.filesystem import StorageOptions, basename, exists, filesystem, is_url, join, open_input, parent
+from mxrec.storage.filesystem import (
+    StorageOptions,
+    basename,
+    exists,
+    filesystem,
+    is_url,
+    join,
+    open_input,
+    parent,
+    remote_error,
+)
 from mxrec.storage.memory_map import mapped
 
 MODULES: dict[str, ModuleType] = {"webdataset": webdataset, "parquet": parquet, "tfrecord": tfrecord}
@@ -103,6 +115,7 @@ class Task:
     class_names: dict[int, str] | None = None
     transform: ImageTransform | None = None
     storage_options: StorageOptions = None
+    upload: str | None = None  # a URL folder the task puts its finished shards in (Ray tasks, a URL output)
 
 
 @dataclass
@@ -110,6 +123,8 @@ class StagedShard:
     path: str
     idx: str | None
     records: int
+    rec_bytes: int = 0
+    idx_bytes: int | None = None
 
 
 @dataclass
@@ -300,8 +315,38 @@ def write_records(records: Iterable[Record], task: Task, progress: Callable[[int
 
 
 def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskResult:
-    """Convert one task's records into its staged shards (in this process, a worker process, or a Ray task)."""
-    return write_records(task_records(task), task, progress)
+    """Convert one task's records into its staged shards (in this process, a worker process, or a Ray task).
+
+    With ``task.upload`` (a Ray task writing a URL output: its node may not see the driver's disk) the shards are
+    written into a local folder of the task's own and uploaded into that URL folder when all are done.
+    """
+    if task.upload is None:
+        return _sized(write_records(task_records(task), task, progress))
+    local = tempfile.mkdtemp(prefix="mxrec-convert-", dir=os.environ.get("MXREC_SPOOL_DIR") or None)
+    try:
+        result = _sized(write_records(task_records(task), dataclasses.replace(task, staging=local), progress))
+        fs, _ = filesystem(task.upload, task.storage_options)
+        for shard in result.shards:
+            for name in ("path", "idx"):
+                staged = getattr(shard, name)
+                if staged is not None:
+                    remote = join(task.upload, os.path.basename(staged))
+                    try:
+                        fs.put_file(staged, filesystem(remote, task.storage_options)[1])
+                    except Exception as exc:
+                        raise remote_error(remote, exc, "upload") from None
+                    setattr(shard, name, remote)
+        return result
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+def _sized(result: TaskResult) -> TaskResult:
+    """``result`` with the sizes of its (local, closed) shards, which the manifest lists."""
+    for shard in result.shards:
+        shard.rec_bytes = os.path.getsize(shard.path)
+        shard.idx_bytes = None if shard.idx is None else os.path.getsize(shard.idx)
+    return result
 
 
 # -- planning -------------------------------------------------------------------------------------
@@ -339,7 +384,26 @@ def _indexed(spec: Any, storage_options: StorageOptions) -> bool:
 # -- publishing -----------------------------------------------------------------------------------
 
 
+@dataclass
+class _RemoteMove:
+    """A shard a Ray task uploaded into the remote staging folder, moved to its name on the object store by
+    :meth:`commit` (a copy made by the store itself, then the staged object removed)."""
+
+    staged: str
+    target: str
+    storage_options: StorageOptions
+
+    def commit(self) -> None:
+        fs, staged = filesystem(self.staged, self.storage_options)
+        try:
+            fs.mv(staged, filesystem(self.target, self.storage_options)[1])
+        except Exception as exc:
+            raise remote_error(self.target, exc, "move") from None
+
+
 def _move(staged: str, target: str, storage_options: StorageOptions) -> Any:
+    if is_url(staged):
+        return _RemoteMove(staged, target, storage_options)
     output = output_for(target, storage_options)
     if isinstance(output, PartialFile):
         os.replace(staged, output.path)
@@ -356,6 +420,13 @@ def _remove(path: str, storage_options: StorageOptions) -> None:
     if exists(path, storage_options):
         fs, fs_path = filesystem(path, storage_options)
         fs.rm_file(fs_path)
+
+
+def _remove_folder(url: str, storage_options: StorageOptions) -> None:
+    """Remove a remote staging folder and what is left in it (after an error: shards not moved)."""
+    fs, path = filesystem(url, storage_options)
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(path, recursive=True)
 
 
 @dataclass
@@ -386,6 +457,11 @@ class OutputSet:
         os.makedirs(staging)
         return staging
 
+    def remote_staging(self) -> str:
+        """The hidden URL folder Ray tasks upload their shards into (they may not see this machine's disk)."""
+        folder = parent(self.path) if self.format == "recordio" else self.path
+        return join(folder, f".{self.stem}.convert-staging-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
 
 def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed: bool,
              class_names: dict[int, str] | None, report: Report) -> tuple[list[str], str | None]:
@@ -404,8 +480,7 @@ def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed
         else:
             rec, idx = target.shard(number)
         entries.append(ShardEntry(basename(rec), None if shard.idx is None else basename(idx), shard.records,
-                                  os.path.getsize(shard.path),
-                                  None if shard.idx is None else os.path.getsize(shard.idx)))
+                                  shard.rec_bytes, shard.idx_bytes))
         outputs.append(_move(shard.path, rec, options))
         files.append(rec)
         if shard.idx is not None:
@@ -506,13 +581,14 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
     names unless given (``recordio``, ``webdataset``, ``parquet``, ``tfrecord``, ``folder``).
 
     ``shard_size``: records (``10000``) or bytes (``"1GB"``) per output shard (foreign outputs: 1 GiB by
-    default). ``workers``: processes; ``engine="ray"`` runs the tasks on a Ray cluster (``address``; the output
-    must be a folder every node sees). ``insightface``: ``"all"`` (the default: every record, header and
-    identity records included, so that the set converts back byte for byte) or ``"faces"`` (only the face
-    records, which carry their identity labels). ``class_names``: the class names (default: the ``.labels``
-    beside a ``.rec``, or those a converted set's manifest keeps). ``transform``: re-encode images (``pack``'s
-    ``--resize``/``--quality``); by default bytes are carried untouched. ``progress(done, total)`` is called as
-    records are done. Non-image payloads and broken images are carried and listed in the result's report.
+    default). ``workers``: processes; ``engine="ray"`` runs the tasks on a Ray cluster (``address``; a local
+    output must be a folder every node sees, a URL output is uploaded by the tasks themselves). ``insightface``:
+    ``"all"`` (the default: every record, header and identity records included, so that the set converts back
+    byte for byte) or ``"faces"`` (only the face records, which carry their identity labels). ``class_names``:
+    the class names (default: the ``.labels`` beside a ``.rec``, or those a converted set's manifest keeps).
+    ``transform``: re-encode images (``pack``'s ``--resize``/``--quality``); by default bytes are carried
+    untouched. ``progress(done, total)`` is called as records are done. Non-image payloads and broken images are
+    carried and listed in the result's report.
     """
     source_format = source_format or infer_format(source, storage_options)
     target = os.fspath(target)
@@ -563,9 +639,8 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         if not is_url(target):
             os.makedirs(target, exist_ok=True)
         out = OutputSet(target_format, target, dataset_stem(source), storage_options)
-    if engine == "ray" and is_url(out.path):
-        raise OptionError(f"{target}: --engine ray writes into a folder every node sees; convert to a local or "
-                          "shared folder, then upload")
+    # Ray tasks may run on machines that do not see this one's disk: for a URL output they upload their shards
+    upload = out.remote_staging() if engine == "ray" and is_url(out.path) else None
 
     pieces = (workers if engine == "local" else 0) * TASKS_PER_WORKER
     if engine == "ray":
@@ -586,7 +661,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
     staging = out.staging()
     try:
         tasks = [Task(n, source_format, spec, start, stop, target_format, staging, limit, indexed, base,
-                      insightface == "faces", names, transform, storage_options)
+                      insightface == "faces", names, transform, storage_options, upload)
                  for n, ((start, stop), base) in enumerate(zip(ranges, bases, strict=True))]
         if engine == "ray":
             results = _run_ray(tasks, address, total, progress)
@@ -598,6 +673,8 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         files, manifest = publish(out, results, sharded, indexed, names, report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if upload is not None:
+            _remove_folder(upload, storage_options)
     if target_format == "recordio":
         write_class_names(target, names)
     return ConvertResult(source_format, target_format, files, manifest, report)
