@@ -106,9 +106,10 @@ def jpeg_header(data: bytes | memoryview) -> JpegHeader | None:
     orientation: int | None = 1
     seen_app1 = False
     at = 2
+    read_marker, actions = _MARKER.unpack_from, _MARKER_ACTIONS  # locals: read once per segment
     while True:
         # The usual case in one read: 0xFF, the marker, the segment length (garbage for a marker without one).
-        fill, marker, length = _MARKER.unpack_from(data, at) if at + 4 <= size else _NO_MARKER
+        fill, marker, length = read_marker(data, at) if at + 4 <= size else _NO_MARKER
         if fill == 0xFF and marker != 0xFF:
             start = at
             at += 2
@@ -127,7 +128,7 @@ def jpeg_header(data: bytes | memoryview) -> JpegHeader | None:
             marker, length = _CODE_LENGTH.unpack_from(data, at)
             start = at - 1
             at += 1
-        action = _MARKER_ACTIONS[marker]
+        action = actions[marker]
         if action:  # not a segment to skip
             if action == _STANDALONE:
                 continue
@@ -223,9 +224,9 @@ def truncation(data: bytes | memoryview, header: JpegHeader | None = None) -> st
     """
     if not len(data):
         return "empty file"
-    if is_jpeg(data):
+    if header is not None or is_jpeg(data):  # a header is only read from a JPEG
         scan = (header or jpeg_header(data)).scan
-        if scan is not None and scan <= len(data) - 2 and data[-2:] == JPEG_EOI:  # the usual end: no copy
+        if scan is not None and scan <= len(data) - 2 and data[-1] == 0xD9 and data[-2] == 0xFF:  # the usual end
             return None
         if scan is None or bytes(data).rfind(JPEG_EOI, scan) < 0:  # from the end: the marker is normally last
             return f"truncated JPEG ({len(data)} bytes, no end-of-image marker after the image data)"
