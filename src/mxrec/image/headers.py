@@ -39,6 +39,8 @@ _MARKER = struct.Struct(">BBH")
 _NO_MARKER = (0, 0, 0)
 _CODE_LENGTH = struct.Struct(">BH")  # the marker and the segment length, after fill bytes
 _FRAME = struct.Struct(">B2xBHHB")  # from the SOF marker: the marker, (length), precision, height, width, components
+# Makes a named tuple from a tuple of its fields without the call to its Python-level __new__ (the walk's hot path).
+_new_tuple = tuple.__new__
 JPEG_EOI = b"\xff\xd9"
 # The IEND chunk's type and its CRC, which is the same in every PNG: a PNG ends with these 8 bytes.
 PNG_IEND = b"IEND\xaeB`\x82"
@@ -105,15 +107,12 @@ def jpeg_header(data: bytes | memoryview) -> JpegHeader | None:
     frame = None
     orientation: int | None = 1
     seen_app1 = False
-    at = 2
-    read_marker, actions = _MARKER.unpack_from, _MARKER_ACTIONS  # locals: read once per segment
+    at = 2  # where the next marker is: its 0xFF
+    read_marker, actions = _MARKER.unpack_from, _MARKER_ACTIONS  # locals: used once per segment
     while True:
         # The usual case in one read: 0xFF, the marker, the segment length (garbage for a marker without one).
         fill, marker, length = read_marker(data, at) if at + 4 <= size else _NO_MARKER
-        if fill == 0xFF and marker != 0xFF:
-            start = at
-            at += 2
-        else:  # the end of the data, no marker, or fill bytes before one
+        if fill != 0xFF or marker == 0xFF:  # the end of the data, no marker, or fill bytes before one
             if at >= size:
                 missing = "its image data" if frame is not None else "its frame header"
                 return JpegHeader(frame, None, orientation,
@@ -126,33 +125,33 @@ def jpeg_header(data: bytes | memoryview) -> JpegHeader | None:
             if at + 3 > size:
                 return JpegHeader(frame, None, orientation, ("truncated", f"JPEG ends at byte {size}, inside a marker"))
             marker, length = _CODE_LENGTH.unpack_from(data, at)
-            start = at - 1
-            at += 1
+            at -= 1  # the marker's own 0xFF
         action = actions[marker]
         if action:  # not a segment to skip
             if action == _STANDALONE:
+                at += 2
                 continue
             if action in (_SCAN, _END):
                 if frame is None:
-                    reason = f"JPEG has no frame header before marker 0xff{marker:02x} at byte {start}"
-                    return JpegHeader(None, start if action == _SCAN else None, orientation, ("corrupt", reason))
+                    reason = f"JPEG has no frame header before marker 0xff{marker:02x} at byte {at}"
+                    return JpegHeader(None, at if action == _SCAN else None, orientation, ("corrupt", reason))
                 if action == _SCAN:
-                    return JpegHeader(frame, start, orientation)
+                    return _new_tuple(JpegHeader, (frame, at, orientation, None))
                 return JpegHeader(frame, None, orientation,
-                                  ("corrupt", f"JPEG ends (marker 0xffd9 at byte {start}) before any image data"))
+                                  ("corrupt", f"JPEG ends (marker 0xffd9 at byte {at}) before any image data"))
         if length < 2:
             return JpegHeader(frame, None, orientation,
-                              ("corrupt", f"JPEG marker 0xff{marker:02x} at byte {start} has length {length}"))
+                              ("corrupt", f"JPEG marker 0xff{marker:02x} at byte {at} has length {length}"))
         if action:
             if action == _SOF and frame is None:
-                if at + 8 > size:
+                if at + 10 > size:
                     return JpegHeader(None, None, orientation,
                                       ("truncated", f"JPEG ends at byte {size}, inside its frame header"))
-                frame = JpegFrame._make(_FRAME.unpack_from(data, start + 1))
+                frame = _new_tuple(JpegFrame, _FRAME.unpack_from(data, at + 1))
             elif action == _APP1 and not seen_app1:
                 seen_app1 = True
-                orientation = _exif_orientation(memoryview(data)[at + 2:at + length])
-        at += length
+                orientation = _exif_orientation(memoryview(data)[at + 4:at + 2 + length])
+        at += length + 2
 
 
 def _exif_orientation(segment: memoryview) -> int | None:
