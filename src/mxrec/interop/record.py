@@ -72,7 +72,7 @@ class Record:
             return cls(str(key), record, raw=True)
         labels = np.frombuffer(record, "<f4", flag, IRHEADER_SIZE).copy() if flag else None
         out = cls(str(key), record[end:], False, flag, label, id_, id2, labels)
-        if label != label:  # only a NaN label may not rebuild its bytes (struct turns a float32 NaN into a double)
+        if label != label:  # only a NaN label may not rebuild its bytes (struct may give back another NaN pattern)
             head = bytes(record[:end])
             if not out.exact_fields(head):
                 out.head = head
