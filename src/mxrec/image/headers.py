@@ -22,7 +22,7 @@ its ``IEND`` chunk.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mxrec.errors import ImageDecodeError, TruncatedImageError
 from mxrec.image.signatures import PNG_SIGNATURE, image_format, is_jpeg
@@ -30,7 +30,17 @@ from mxrec.image.signatures import PNG_SIGNATURE, image_format, is_jpeg
 # JPEG markers: start-of-frame (SOF0..SOF15 except DHT, JPG, DAC), and those without a length field.
 SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE_MARKERS = frozenset(range(0xD0, 0xD8)) | {0x01}
-_SOS, _EOI, _APP1 = 0xDA, 0xD9, 0xE1
+# What jpeg_header does at each marker (indexed by the byte after 0xFF): skip its segment (0), or something else.
+_SKIP, _STANDALONE, _SCAN, _END, _SOF, _APP1 = range(6)
+_MARKER_ACTIONS = tuple(_STANDALONE if m in _STANDALONE_MARKERS else _SCAN if m == 0xDA else _END if m == 0xD9
+                        else _SOF if m in SOF_MARKERS else _APP1 if m == 0xE1 else _SKIP for m in range(256))
+# A marker as the walk reads it: 0xFF, the marker, the segment length; what it reads when fewer than 4 bytes are left.
+_MARKER = struct.Struct(">BBH")
+_NO_MARKER = (0, 0, 0)
+_CODE_LENGTH = struct.Struct(">BH")  # the marker and the segment length, after fill bytes
+_FRAME = struct.Struct(">B2xBHHB")  # from the SOF marker: the marker, (length), precision, height, width, components
+# Makes a named tuple from a tuple of its fields without the call to its Python-level __new__ (the walk's hot path).
+_new_tuple = tuple.__new__
 JPEG_EOI = b"\xff\xd9"
 # The IEND chunk's type and its CRC, which is the same in every PNG: a PNG ends with these 8 bytes.
 PNG_IEND = b"IEND\xaeB`\x82"
@@ -38,14 +48,18 @@ PNG_IEND = b"IEND\xaeB`\x82"
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 4, 6: 4}
 _EXIF_ORIENTATION = 0x0112
 _TIFF_SHORT = 3
+# An EXIF APP1 segment's start (``Exif\0\0``, the TIFF byte order mark) -> its u32, u16 and directory entry
+# (tag, type, count) readers.
+_EXIF_STRUCTS = {b"Exif\0\0" + mark: (struct.Struct(order + "I"), struct.Struct(order + "H"),
+                                      struct.Struct(order + "HHI"))
+                 for mark, order in ((b"II*\0", "<"), (b"MM\0*", ">"))}
 #: The EXIF orientations that turn an image by a quarter (its height and width swap).
 TURNING_ORIENTATIONS = frozenset((5, 6, 7, 8))
 
 Shape = tuple[int, int, int]
 
 
-@dataclass(frozen=True)
-class JpegFrame:
+class JpegFrame(NamedTuple):
     """A JPEG's start-of-frame header: which coding process (SOF marker), sample precision, size, components."""
 
     marker: int
@@ -60,8 +74,7 @@ class JpegFrame:
         return self.height, self.width, 1 if self.components == 1 else 3
 
 
-@dataclass(frozen=True)
-class JpegHeader:
+class JpegHeader(NamedTuple):
     """What a JPEG's segments before its first scan say, read in one pass by :func:`jpeg_header`.
 
     ``frame``: the first frame header, ``None`` when there is none before the
@@ -76,6 +89,8 @@ class JpegHeader:
     ``problem``: why the walk stopped before the first scan, as
     ``(kind, reason)`` with kind ``"truncated"`` (the data ran out) or
     ``"corrupt"``; ``None`` when it reached the scan.
+
+    Both are named tuples (immutable, and cheap to make: one per image).
     """
 
     frame: JpegFrame | None
@@ -92,63 +107,69 @@ def jpeg_header(data: bytes | memoryview) -> JpegHeader | None:
     frame = None
     orientation: int | None = 1
     seen_app1 = False
-    at = 2
+    at = 2  # where the next marker is: its 0xFF
+    read_marker, actions = _MARKER.unpack_from, _MARKER_ACTIONS  # locals: used once per segment
     while True:
-        if at >= size:
-            missing = "its image data" if frame else "its frame header"
-            return JpegHeader(frame, None, orientation, ("truncated", f"JPEG ends at byte {size}, before {missing}"))
-        if data[at] != 0xFF:
-            return JpegHeader(frame, None, orientation,
-                              ("corrupt", f"JPEG byte {at}: expected a marker, found 0x{data[at]:02x}"))
-        while at < size and data[at] == 0xFF:  # fill bytes may precede a marker
-            at += 1
-        if at + 3 > size:
-            return JpegHeader(frame, None, orientation, ("truncated", f"JPEG ends at byte {size}, inside a marker"))
-        marker = data[at]
-        start = at - 1
-        at += 1
-        if marker in _STANDALONE_MARKERS:
-            continue
-        if marker in (_SOS, _EOI) and frame is None:
-            return JpegHeader(None, start if marker == _SOS else None, orientation,
-                              ("corrupt", f"JPEG has no frame header before marker 0xff{marker:02x} at byte {start}"))
-        if marker == _SOS:
-            return JpegHeader(frame, start, orientation)
-        if marker == _EOI:
-            return JpegHeader(frame, None, orientation,
-                              ("corrupt", f"JPEG ends (marker 0xffd9 at byte {start}) before any image data"))
-        (length,) = struct.unpack_from(">H", data, at)
+        # The usual case in one read: 0xFF, the marker, the segment length (garbage for a marker without one).
+        fill, marker, length = read_marker(data, at) if at + 4 <= size else _NO_MARKER
+        if fill != 0xFF or marker == 0xFF:  # the end of the data, no marker, or fill bytes before one
+            if at >= size:
+                missing = "its image data" if frame is not None else "its frame header"
+                return JpegHeader(frame, None, orientation,
+                                  ("truncated", f"JPEG ends at byte {size}, before {missing}"))
+            if data[at] != 0xFF:
+                return JpegHeader(frame, None, orientation,
+                                  ("corrupt", f"JPEG byte {at}: expected a marker, found 0x{data[at]:02x}"))
+            while at < size and data[at] == 0xFF:  # fill bytes may precede a marker
+                at += 1
+            if at + 3 > size:
+                return JpegHeader(frame, None, orientation, ("truncated", f"JPEG ends at byte {size}, inside a marker"))
+            marker, length = _CODE_LENGTH.unpack_from(data, at)
+            at -= 1  # the marker's own 0xFF
+        action = actions[marker]
+        if action:  # not a segment to skip
+            if action == _STANDALONE:
+                at += 2
+                continue
+            if action in (_SCAN, _END):
+                if frame is None:
+                    reason = f"JPEG has no frame header before marker 0xff{marker:02x} at byte {at}"
+                    return JpegHeader(None, at if action == _SCAN else None, orientation, ("corrupt", reason))
+                if action == _SCAN:
+                    return _new_tuple(JpegHeader, (frame, at, orientation, None))
+                return JpegHeader(frame, None, orientation,
+                                  ("corrupt", f"JPEG ends (marker 0xffd9 at byte {at}) before any image data"))
         if length < 2:
             return JpegHeader(frame, None, orientation,
-                              ("corrupt", f"JPEG marker 0xff{marker:02x} at byte {start} has length {length}"))
-        if marker in SOF_MARKERS and frame is None:
-            if at + 8 > size:
-                return JpegHeader(None, None, orientation,
-                                  ("truncated", f"JPEG ends at byte {size}, inside its frame header"))
-            frame = JpegFrame(marker, *struct.unpack_from(">BHHB", data, at + 2))
-        elif marker == _APP1 and not seen_app1:
-            seen_app1 = True
-            orientation = _exif_orientation(bytes(data[at + 2:at + length]))
-        at += length
+                              ("corrupt", f"JPEG marker 0xff{marker:02x} at byte {at} has length {length}"))
+        if action:
+            if action == _SOF and frame is None:
+                if at + 10 > size:
+                    return JpegHeader(None, None, orientation,
+                                      ("truncated", f"JPEG ends at byte {size}, inside its frame header"))
+                frame = _new_tuple(JpegFrame, _FRAME.unpack_from(data, at + 1))
+            elif action == _APP1 and not seen_app1:
+                seen_app1 = True
+                orientation = _exif_orientation(memoryview(data)[at + 4:at + 2 + length])
+        at += length + 2
 
 
-def _exif_orientation(segment: bytes) -> int | None:
+def _exif_orientation(segment: memoryview) -> int | None:
     """The Orientation tag of an APP1 segment's first TIFF image directory, as OpenCV reads it (see JpegHeader)."""
-    if not segment.startswith(b"Exif\0\0"):
+    structs = _EXIF_STRUCTS.get(bytes(segment[:10]))  # b"Exif\0\0" and the TIFF byte order mark
+    if structs is None:
         return None
-    tiff = segment[6:]
-    order = {b"II*\0": "<", b"MM\0*": ">"}.get(tiff[:4])
-    if order is None:
-        return None
+    u32, u16, entry_head = structs
     try:
-        (directory,) = struct.unpack_from(order + "I", tiff, 4)
-        (count,) = struct.unpack_from(order + "H", tiff, directory)
+        (directory,) = u32.unpack_from(segment, 10)
+        directory += 6  # TIFF offsets count from the byte order mark
+        (count,) = u16.unpack_from(segment, directory)
         for entry in range(directory + 2, directory + 2 + 12 * count, 12):
-            tag, kind, values = struct.unpack_from(order + "HHI", tiff, entry)
+            tag, kind, values = entry_head.unpack_from(segment, entry)
             if tag == _EXIF_ORIENTATION:
                 if kind != _TIFF_SHORT or values != 1:
                     return None
-                (orientation,) = struct.unpack_from(order + "H", tiff, entry + 8)
+                (orientation,) = u16.unpack_from(segment, entry + 8)
                 return orientation
     except struct.error:  # a directory running past the segment
         return None
@@ -202,9 +223,9 @@ def truncation(data: bytes | memoryview, header: JpegHeader | None = None) -> st
     """
     if not len(data):
         return "empty file"
-    if is_jpeg(data):
+    if header is not None or is_jpeg(data):  # a header is only read from a JPEG
         scan = (header or jpeg_header(data)).scan
-        if scan is not None and scan <= len(data) - 2 and data[-2:] == JPEG_EOI:  # the usual end: no copy
+        if scan is not None and scan <= len(data) - 2 and data[-1] == 0xD9 and data[-2] == 0xFF:  # the usual end
             return None
         if scan is None or bytes(data).rfind(JPEG_EOI, scan) < 0:  # from the end: the marker is normally last
             return f"truncated JPEG ({len(data)} bytes, no end-of-image marker after the image data)"

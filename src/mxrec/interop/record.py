@@ -23,6 +23,7 @@ import math
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,9 +72,10 @@ class Record:
             return cls(str(key), record, raw=True)
         labels = np.frombuffer(record, "<f4", flag, IRHEADER_SIZE).copy() if flag else None
         out = cls(str(key), record[end:], False, flag, label, id_, id2, labels)
-        head = bytes(record[:end])
-        if not out.exact_fields(head):
-            out.head = head
+        if label != label:  # only a NaN label may not rebuild its bytes (struct may give back another NaN pattern)
+            head = bytes(record[:end])
+            if not out.exact_fields(head):
+                out.head = head
         return out
 
     def header_bytes(self) -> bytes:
@@ -128,7 +130,10 @@ class Record:
         if self.raw or self.flag:
             return -1
         label = self.label
-        return int(label) if math.isfinite(label) and label >= 0 and label == int(label) else -1
+        if not 0 <= label < math.inf:  # negative, infinite or NaN
+            return -1
+        whole = int(label)
+        return whole if whole == label else -1
 
     def label_values(self) -> list[float]:
         """The labels as numbers: ``[label]`` for a scalar, the ``flag`` labels otherwise (``[]`` when raw)."""
@@ -150,9 +155,11 @@ def f32(value: float) -> float:
     return _F32.unpack(_F32.pack(value))[0]
 
 
-@dataclass(frozen=True, slots=True)
-class Payload:
-    """What a payload is, read once from its headers (no decoding): kind, extension, size, and any problem."""
+class Payload(NamedTuple):
+    """What a payload is, read once from its headers (no decoding): kind, extension, size, and any problem.
+
+    A named tuple: immutable, and cheap to make (one per record).
+    """
 
     kind: str
     extension: str
@@ -166,24 +173,29 @@ class Payload:
         return self.problem is not None and self.kind not in ("other", "empty")
 
 
-def inspect_payload(data: bytes) -> Payload:
+_EMPTY = Payload("empty", "bin", problem="empty payload")
+_OTHER = Payload("other", "bin", problem="not an image (no known image signature)")
+
+
+def inspect_payload(data: bytes | memoryview) -> Payload:
     """The :class:`Payload` facts of ``data``: its kind from the signature table, its size from a JPEG's or PNG's
     header, and why it is not a sound image (empty, no image, cut off, malformed headers), if so."""
     signature = match_signature(data)  # one look at the signature table for the kind and the extension
-    kind = signature.kind if signature is not None else ("other" if len(data) else "empty")
-    ext = signature.extension[1:] if signature is not None else "bin"
-    if kind == "empty":
-        return Payload(kind, ext, problem="empty payload")
-    if kind == "other":
-        return Payload(kind, ext, problem="not an image (no known image signature)")
+    if signature is None:
+        return _OTHER if len(data) else _EMPTY
+    kind = signature.kind
+    ext = signature.extension[1:]
     try:
         header = jpeg_header(data) if kind == "jpeg" else None
         cut = truncation(data, header)
         if cut is not None:
-            return Payload(kind, ext, problem=cut)
-        shape = header.frame.shape if header is not None and header.frame is not None else image_shape(data, kind)
+            return Payload(kind, ext, 0, 0, cut)
+        frame = header.frame if header is not None else None
+        if frame is not None:
+            return Payload(kind, ext, frame.height, frame.width)
+        shape = image_shape(data, kind)
     except ImageDecodeError as exc:  # the image room raises only these for damaged headers
-        return Payload(kind, ext, problem=f"broken {kind}: {exc}")
+        return Payload(kind, ext, 0, 0, f"broken {kind}: {exc}")
     return Payload(kind, ext, *(shape[:2] if shape else (0, 0)))
 
 
@@ -206,11 +218,13 @@ class Report:
 
     def add(self, record: Record) -> Payload:
         """Count ``record``; return what its payload is."""
-        payload = inspect_payload(record.data)
+        data = record.data
+        payload = inspect_payload(data)
         self.records += 1
-        self.payload_bytes += len(record.data)
+        self.payload_bytes += len(data)
         self.kinds[payload.kind] += 1
-        self.raw_records += record.raw
+        if record.raw:
+            self.raw_records += 1
         label = record.class_label
         if label >= 0:
             self.classes[label] += 1
