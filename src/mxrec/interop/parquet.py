@@ -110,13 +110,12 @@ class Writer:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the rows gathered so far to the writing thread as one row group."""
-        if self.columns["key"]:
-            self.behind.submit(self._write_row_group, self.columns)
-            self.columns = {name: [] for name in (*_COLUMNS, "path")}
-            self.pending_bytes = 0
-
-    def _write_row_group(self, c: dict[str, list]) -> None:
+        """Make the rows gathered so far one Arrow table (here: converting Python objects holds the GIL) and hand it
+        to the writing thread, whose Parquet encoding and writing release it: a thread that needs the GIL again and
+        again waits each time for this one to yield it (5 ms), and fell behind."""
+        c = self.columns
+        if not c["key"]:
+            return
         pa = self.pa
         # Arrow copies the payloads into memory of its own allocator, which it reuses from row group to row group
         # (joining them into fresh bytes first cost four times as much: a new 8 MB, page fault by page fault)
@@ -125,7 +124,9 @@ class Writer:
         arrays = [image if name == "image" else pa.array(c[name], self.schema.field(name).type)
                   for name in _COLUMNS]
         table = pa.Table.from_arrays(arrays, schema=self.schema)
-        self.writer.write_table(table, row_group_size=len(table))
+        self.behind.submit(self.writer.write_table, table, len(table))
+        self.columns = {name: [] for name in (*_COLUMNS, "path")}
+        self.pending_bytes = 0
 
     def close(self) -> None:
         self.flush()
