@@ -300,9 +300,11 @@ def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
 
 
 def _first(feature: Any, name: str, kind: str) -> Any:
-    if name not in feature:
+    """The first value of feature ``name`` (of list ``kind``), or ``None``."""
+    found = feature.get(name)
+    if found is None:
         return None
-    values = getattr(feature[name], kind).value
+    values = getattr(found, kind).value
     return values[0] if len(values) else None
 
 
@@ -341,7 +343,8 @@ def split_image(data: bytes | memoryview) -> tuple[bytes | memoryview, bytes] | 
         while at < end:
             if data[at] != 0x0A:
                 return None
-            length, body = _read_varint(data, at + 1)
+            length = data[at + 1]  # an entry shorter than 128 bytes (all but the image's): no varint to read
+            length, body = (length, at + 2) if length < 0x80 else _read_varint(data, at + 1)
             stop = body + length
             if data[body:body + 15] == _ENCODED_KEY and data[body + 15] == 0x12:
                 _, feature = _read_varint(data, body + 16)
