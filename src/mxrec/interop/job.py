@@ -52,7 +52,7 @@ from mxrec.interop.sets import (
 )
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, write_manifest
-from mxrec.io.writer import RecordWriter, holds_aligned_magic
+from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import dataset_stem, extract_records
 from mxrec.packing.prepare import ImageTransform
 from mxrec.storage.atomic import PartialFile, atomic_open, output_for
@@ -249,16 +249,10 @@ class _ShardRotation:
             self.close()
             self._open()
         if recordio:  # the header and a view of the payload, not joined, written a block at a time
-            pieces = (head, record.data)
-            # checked here, while the reader may have just read the payload (a TFRecord checksum): in the cache
-            if holds_aligned_magic(head) or (not record.scanned and holds_aligned_magic(record.data)):
+            self.pending.append((record.key, (head, record.data)))
+            self.pending_bytes += size
+            if self.pending_bytes >= _WRITE_BLOCK:
                 self._write_pending()
-                self.writer.write_pieces([(record.key, pieces)])  # the writer stores it in parts
-            else:
-                self.pending.append((record.key, pieces))
-                self.pending_bytes += size
-                if self.pending_bytes >= _WRITE_BLOCK:
-                    self._write_pending()
         else:
             self.writer.write(record, payload)
         self.records += 1
@@ -267,7 +261,7 @@ class _ShardRotation:
 
     def _write_pending(self) -> None:
         if self.pending:
-            self.writer.write_pieces(self.pending, scanned=True)
+            self.writer.write_pieces(self.pending)
             self.pending, self.pending_bytes = [], 0
 
     def close(self) -> None:

@@ -43,9 +43,6 @@ class Record:
     ``raw``: the record has no IRHeader, ``data`` is all of it. ``labels``:
     the ``flag`` float32 labels (``None`` when ``flag`` is 0). ``head``: the
     header bytes verbatim, set only when the fields do not rebuild them exactly.
-    ``scanned``: the reader found no RecordIO magic at a 4-byte aligned offset
-    of ``data`` (a tar reader scans its file once for the members, which start
-    512-byte aligned), so a ``.rec`` writer need not read the payload again.
     """
 
     key: str
@@ -57,7 +54,6 @@ class Record:
     id2: int = 0
     labels: np.ndarray | None = None
     head: bytes | None = None
-    scanned: bool = False
 
     @classmethod
     def from_bytes(cls, key: object, record: bytes | memoryview) -> Record:

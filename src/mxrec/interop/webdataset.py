@@ -45,7 +45,6 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError
-from mxrec.format import framing
 from mxrec.interop.record import Payload, Record, foreign_record
 from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
@@ -59,7 +58,6 @@ _to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dum
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
 WRITE_BLOCK = 8 << 20  # payload bytes per writev (views of the source held until then): 64 KB writes are slow
-_SCAN_WINDOW = 8 << 20  # bytes of a mapped tar file scanned for the RecordIO magic at once (see _MagicScan)
 
 
 _MTIME, _MODE, _OWNER = 0, 0o444, "root"  # fixed, so the same records give the same bytes
@@ -225,16 +223,8 @@ def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple
     module docstring for why); every other one (GNU long names, pax, sparse files, folders, links, damage)
     by :mod:`tarfile`. Damage is a :class:`~mxrec.errors.RecordFormatError` naming ``where`` and the byte
     offset, not a silent end (:mod:`tarfile` stops quietly at a bad header after the first)."""
-    for name, data, _ in _members(stream, where):
-        yield name, data
-
-
-def _members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[str, bytes | memoryview, bool]]:
-    """:func:`iter_members`, and whether the data is known to hold no RecordIO magic at a 4-byte aligned offset
-    (a mapped file is scanned for it 8 MB at a time, one numpy pass: a member's data starts 512-byte aligned)."""
     view = stream.view if isinstance(stream, BufferStream) else None
     fileobj: Any = _MappedTar(view) if view is not None else stream
-    scan = _MagicScan(view) if view is not None else None
     size = _size(fileobj)
     offset = 0
     while offset < size:
@@ -249,44 +239,21 @@ def _members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[str
                 return
             member, offset = _tarfile_member(fileobj, offset, view is not None, where)
             if member is not None:
-                yield (*member, False)
+                yield member
             continue
         name, length = plain
         start = offset + _BLOCK
         offset = start + length + (-length % _BLOCK)
-        scanned = False
         if view is not None:
             if offset > stream.mapped_to:  # type: ignore[union-attr]
                 stream.prefault(offset)  # type: ignore[union-attr]
             data: bytes | memoryview = view[start:start + length]
-            scanned = scan.clean(start, start + length)  # type: ignore[union-attr]
         else:
             fileobj.seek(start)
             data = fileobj.read(length)
         if len(data) < length:
             raise TruncatedRecordError(where, start - _BLOCK, f"the tar file ends inside a {length}-byte member")
-        yield name, data, scanned
-
-
-class _MagicScan:
-    """Where a mapped tar file holds the RecordIO magic at 4-byte aligned offsets, found a window at a time."""
-
-    def __init__(self, view: memoryview) -> None:
-        self.view = view
-        self.end = len(view) & ~3  # whole words only
-        self.to = 0  # scanned up to here
-        self.hits: list[int] = []  # aligned offsets of the magic, from the window of the last member on
-
-    def clean(self, start: int, stop: int) -> bool:
-        """Whether ``view[start:stop]`` (``start`` aligned) holds no magic at an offset aligned to ``start``."""
-        if start & 3 or stop > self.end:
-            return False
-        if stop > self.to:
-            self.hits = [hit for hit in self.hits if hit >= start]
-            upto = min(self.end, (max(stop, self.to + _SCAN_WINDOW) + 3) & ~3)  # whole words: offsets stay aligned
-            self.hits += [self.to + hit for hit in framing.aligned_magic_offsets(self.view[self.to:upto])]
-            self.to = upto
-        return not self.hits or not any(start <= hit < stop for hit in self.hits)
+        yield name, data
 
 
 def _tarfile_member(fileobj: Any, offset: int, mapped: bool,
@@ -330,23 +297,18 @@ def _damage(fileobj: Any, offset: int, where: str) -> RecordFormatError:
     return RecordFormatError(where, offset, f"bad tar header ({reason}): damaged, or not a tar file")
 
 
-def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, bytes], set[str]]]:
-    """``(key, files, scanned)`` of each sample: its members by extension, and the extensions whose data is known
-    to hold no aligned RecordIO magic."""
+def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, bytes]]]:
     current: str | None = None
     files: dict[str, bytes] = {}
-    scanned: set[str] = set()
-    for name, data, clean in _members(stream, where):
+    for name, data in iter_members(stream, where):
         key, ext = _split(name)
         if key != current or ext in files:
             if files:
-                yield current, files, scanned  # type: ignore[misc]
-            current, files, scanned = key, {}, set()
+                yield current, files  # type: ignore[misc]
+            current, files = key, {}
         files[ext] = data
-        if clean:
-            scanned.add(ext)
     if files:
-        yield current, files, scanned  # type: ignore[misc]
+        yield current, files  # type: ignore[misc]
 
 
 def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
@@ -356,21 +318,19 @@ def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
 
 def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Record]:
     """The records of one ``.tar`` shard read from ``stream`` (``key`` is ``None`` for samples of other tools)."""
-    for _name, files, scanned in _samples(stream, where):
+    for _name, files in _samples(stream, where):
         meta = json.loads(bytes(files["json"])) if "json" in files else {}
         payload_ext = next((e for e in files if e not in ("json", "cls")), None)
         data = files.get(payload_ext, b"") if payload_ext is not None else b""
         if isinstance(meta, dict) and "key" in meta and ("flag" in meta or meta.get("raw")):
             flag = int(meta.get("flag", 0))
-            record = Record.from_fields(
+            yield Record.from_fields(
                 str(meta["key"]), data, raw=bool(meta.get("raw")), flag=flag,
                 label=meta.get("header_label", 0.0) if flag else meta.get("label", 0.0),
                 id=meta.get("id", 0), id2=meta.get("id2", 0), labels=meta.get("label") if flag else None,
                 head=bytes.fromhex(meta["irheader"]) if "irheader" in meta else None)
-        else:
-            label: Any = meta.get("label", meta.get("cls")) if isinstance(meta, dict) else None
-            if "cls" in files:
-                label = int(bytes(files["cls"]).decode().strip())
-            record = foreign_record(data, label)
-        record.scanned = payload_ext in scanned
-        yield record
+            continue
+        label: Any = meta.get("label", meta.get("cls")) if isinstance(meta, dict) else None
+        if "cls" in files:
+            label = int(bytes(files["cls"]).decode().strip())
+        yield foreign_record(data, label)

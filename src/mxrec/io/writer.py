@@ -182,18 +182,16 @@ class RecordWriter:
         self._count += 1
         return offset
 
-    def write_pieces(self, records: Iterable[tuple[object, Sequence[bytes | memoryview]]], *,
-                     scanned: bool = False) -> None:
+    def write_pieces(self, records: Iterable[tuple[object, Sequence[bytes | memoryview]]]) -> None:
         """Append records given as ``(key, pieces)``, the record being ``b"".join(pieces)`` (an IRHeader and a view
         of its payload, say): the same bytes as :meth:`write`, in one ``writev`` for them all, the pieces not
         copied. A record whose pieces but the last are not 4-byte aligned, or hold an aligned magic, is joined
-        and written by :meth:`write`. ``scanned``: the caller has found with :func:`holds_aligned_magic` that no
-        piece holds one (while the bytes were in its cache, say); they are not read again here."""
+        and written by :meth:`write`."""
         rec = self._writable()
         chunks: list = []
         listed: list[tuple[object, int]] = []
         for key, pieces in records:
-            if any(len(p) & 3 for p in pieces[:-1]) or (not scanned and any(map(holds_aligned_magic, pieces))):
+            if any(len(p) & 3 for p in pieces[:-1]) or any(map(_holds_aligned_magic, pieces)):
                 self._write_listed(rec, chunks, listed)  # what came before, then this one the usual way
                 chunks, listed = [], []
                 self.write(_join(pieces), key)
@@ -395,9 +393,8 @@ def _write_parts(rec: BinaryIO, payload: bytes | bytearray) -> int:
     return size
 
 
-def holds_aligned_magic(piece: bytes | memoryview) -> bool:
-    """Whether the magic is at a 4-byte aligned offset of ``piece``: then a record whose pieces start 4-byte
-    aligned must be stored in parts (numpy's any for a large piece: no list of where)."""
+def _holds_aligned_magic(piece: bytes | memoryview) -> bool:
+    """Whether the magic is at a 4-byte aligned offset of ``piece`` (numpy's any: no list of where)."""
     length = len(piece)
     if length < _SMALL_RECORD:
         return bool(framing.aligned_magic_offsets(piece))
