@@ -50,6 +50,11 @@ class WriteBehind:
             self._failed = True
             raise
 
+    @property
+    def waiting(self) -> int:
+        """Calls queued or running, or done but not yet waited for (their errors not yet raised)."""
+        return len(self._pending)
+
     def _settle_oldest(self) -> None:
         self._pending.popleft().result()
 
