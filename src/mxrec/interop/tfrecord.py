@@ -44,6 +44,7 @@ EXTRA = "tfrecord"
 INDEX_SUFFIX = ".idx"  # NAME_00000.tfrecord.idx: "offset size" per record, as DALI's and tfrecord's tfrecord2idx
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
+_HEAD = struct.Struct("<QI")  # a frame's length and the length's masked CRC-32C
 _MASK_DELTA = 0xA282EAD8
 _U64 = 1 << 64
 WRITE_BLOCK = 8 << 20  # bytes of frames per writev
@@ -260,22 +261,22 @@ _repeated_label_entry = functools.lru_cache(maxsize=4096)(_label_entry)
 def iter_frames(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[int, bytes | memoryview]]:
     """``(offset, data)`` of each TFRecord frame in ``stream``, both checksums checked."""
     _, crc32c = require_tfrecord()
+    crc, read, unpack_head, unpack_crc = crc32c.crc32c, stream.read, _HEAD.unpack_from, _CRC.unpack_from
     offset = 0
     while True:
-        head = stream.read(12)
-        if not head:
-            return
+        head = read(12)
         if len(head) < 12:
+            if not head:
+                return
             raise TruncatedRecordError(where, offset, f"the file ends inside a TFRecord length ({len(head)} bytes)")
-        length_bytes, (crc,) = head[:8], _CRC.unpack_from(head, 8)
-        if masked_crc(crc32c, length_bytes) != crc:
+        length, stored = unpack_head(head)
+        if _mask(crc(head[:8], 0, _KEEP_GIL)) != stored:
             raise RecordFormatError(where, offset, "bad TFRecord length checksum (not a TFRecord file, or damaged)")
-        (length,) = _LENGTH.unpack(length_bytes)
-        body = stream.read(length + 4)
+        body = read(length + 4)
         if len(body) < length + 4:
             raise TruncatedRecordError(where, offset, f"the file ends inside a {length}-byte TFRecord record")
         data = body[:length]
-        if masked_crc(crc32c, data) != _CRC.unpack_from(body, length)[0]:
+        if _mask(crc(data, 0, _KEEP_GIL)) != unpack_crc(body, length)[0]:
             raise RecordFormatError(where, offset, "bad TFRecord data checksum (damaged record)")
         yield offset, data
         offset += 16 + length
