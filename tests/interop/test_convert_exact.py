@@ -259,8 +259,7 @@ def test_tfrecord_example_pieces_are_protobufs_own_bytes(tmp_path: Path) -> None
             feature["mxrec/id2"].int64_list.value.append(record.id2 - (record.id2 >> 63 << 64))
             labels = [] if record.labels is None else record.labels.tolist()
             feature["mxrec/label"].float_list.value.extend([record.label, *labels])
-            if record.verbatim_head() is not None:
-                feature["mxrec/irheader"].bytes_list.value.append(record.verbatim_head())
+            feature["mxrec/irheader"].bytes_list.value.append(record.header_bytes())
         pieces = writer.example(record, payload)
         assert isinstance(pieces[1], memoryview) or pieces[1] is record.data
         assert b"".join(pieces) == example.SerializeToString(deterministic=True), record.key

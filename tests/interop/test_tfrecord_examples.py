@@ -104,3 +104,28 @@ def test_count_records_walks_the_frame_headers_and_names_a_bad_one() -> None:
     bad[second] ^= 0xFF  # the second frame's length byte
     with pytest.raises(mxrec.RecordFormatError, match=rf"t\.tfrecord: at byte {second}: bad TFRecord length"):
         tfrecord.count_records(BufferStream(bytes(bad)), "t.tfrecord")
+
+
+def test_examples_without_the_stored_header_are_read_from_the_fields() -> None:
+    """Files written before mxrec stored every IRHeader whole: the fields give the same record."""
+    from mxrec.format.header import IRHeader, pack
+
+    data = example(image__encoded=("bytes_list", [b"\xff\xd8payload"]), mxrec__key=("bytes_list", [b"k7"]),
+                   mxrec__raw=("int64_list", [0]), mxrec__flag=("int64_list", [2]), mxrec__id=("int64_list", [-5]),
+                   mxrec__id2=("int64_list", [9]), mxrec__label=("float_list", [0.0, 1.5, 2.5]))
+    [record] = read(data)
+    assert record.key == "k7" and bytes(record.data) == b"\xff\xd8payload"
+    assert record.header_bytes() == pack(IRHeader(2, [1.5, 2.5], (1 << 64) - 5, 9), b"")
+
+
+def test_a_stored_header_that_is_not_one_irheader_is_read_with_the_payload() -> None:
+    """``mxrec/irheader`` longer than its header (or cut short) is read as the start of the record, as a .rec would
+    read those bytes followed by the payload: nothing is dropped."""
+    from mxrec.format.header import IRHeader, pack
+
+    head = pack(IRHeader(0, 3.0, 1, 0), b"")
+    for stored in (head + b"xyz", head[:10]):
+        data = example(image__encoded=("bytes_list", [b"PAYLOAD"]), mxrec__key=("bytes_list", [b"k"]),
+                       mxrec__irheader=("bytes_list", [stored]))
+        [record] = read(data)
+        assert record.to_bytes() == stored + b"PAYLOAD"

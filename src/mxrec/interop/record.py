@@ -78,6 +78,16 @@ class Record:
                 out.head = head
         return out
 
+    @classmethod
+    def from_head(cls, key: str, head: bytes, data: bytes | memoryview) -> Record:
+        """A record from its IRHeader bytes as stored (``head``: the header and its labels, nothing more) and its
+        payload, not joined: ``data`` is kept as it is (a view stays a view)."""
+        record = cls.from_bytes(key, head)
+        if record.raw or len(record.data):  # not exactly one IRHeader: read the two as one record
+            return cls.from_fields(key, bytes(data), head=head)
+        record.data = data
+        return record
+
     def header_bytes(self) -> bytes:
         """The IRHeader (and labels) as stored in the ``.rec`` (empty for a raw record)."""
         if self.raw:

@@ -11,11 +11,13 @@ and DALI's TFRecord reader look for:
   scalar label, else -1), ``image/height``, ``image/width`` (from the image
   headers; 0 when unknown), ``image/class/text`` (the class name from the
   ``.labels`` file, when there is one);
-* the exact IRHeader under ``mxrec/``: ``key`` (bytes), ``flag``, ``id``,
-  ``id2`` (int64; a u64 id above 2**63 wraps, and is unwrapped on the way
-  back), ``label`` (float32: the header label then the ``flag`` labels),
-  ``raw`` (1 for a record without IRHeader), ``irheader`` (the header bytes,
-  only where a label is not a finite number).
+* the exact IRHeader under ``mxrec/``: ``key`` (bytes), ``irheader`` (the
+  header bytes as the ``.rec`` stores them, labels included: what mxrec reads
+  back), and for other readers its fields ``flag``, ``id``, ``id2`` (int64; a
+  u64 id above 2**63 wraps), ``label`` (float32: the header label then the
+  ``flag`` labels); ``raw`` (1 for a record without IRHeader, which has no
+  ``irheader``). Files written before ``irheader`` was always there are read
+  from the fields.
 
 The file framing is TFRecord's: a u64 length, its masked CRC-32C, the data,
 the data's masked CRC-32C (the ``crc32c`` package). Beside each file goes
@@ -142,9 +144,7 @@ class Writer:
             # protobuf's (upb's) deterministic order puts a key after the longer keys it begins: id2 before id
             after += (_repeated_int64_entry(b"mxrec/flag", record.flag),
                       _repeated_int64_entry(b"mxrec/id2", record.id2), _int64_entry(b"mxrec/id", record.id))
-            head = record.verbatim_head()
-            if head is not None:
-                after.append(_bytes_entry(b"mxrec/irheader", head))
+            after.append(_bytes_entry(b"mxrec/irheader", record.header_bytes()))
         after.append(_bytes_entry(b"mxrec/key", record.key.encode()))
         if not record.raw:
             if record.labels is not None:
@@ -384,6 +384,11 @@ def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Recor
         if key is None:
             yield foreign_record(image, _first(feature, "image/class/label", "int64_list"))
             continue
+        head = _first(feature, "mxrec/irheader", "bytes_list")
+        if head is not None:  # the header as stored (never written for a raw record): one field to read
+            yield Record.from_head(key.decode(), head, image)
+            continue
+        # a raw record, or a file written before mxrec stored every header: the fields
         if _first(feature, "mxrec/raw", "int64_list"):
             yield Record.from_fields(key.decode(), image, raw=True)
             continue
