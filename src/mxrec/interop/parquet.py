@@ -188,7 +188,8 @@ def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str
         n for n in (image_column, label_column) if n in names]
     row = 0
     for group in range(parquet.num_row_groups):
-        table = parquet.read_row_group(group, columns=wanted)
+        # decoded on this thread: Arrow's own pool would take the core the write-behind thread copies on
+        table = parquet.read_row_group(group, columns=wanted, use_threads=False)
         views = _image_views(table.column(image_column))  # no copy of the payloads
         columns = {name: table.column(name).to_pylist() for name in wanted
                    if name != image_column or views is None}
