@@ -27,7 +27,7 @@ from typing import Any
 class WriteBehind:
     """Run the calls given to :meth:`submit` on one background thread, in order, at most ``depth`` waiting."""
 
-    def __init__(self, depth: int = 4) -> None:
+    def __init__(self, depth: int = 2) -> None:
         self.depth = depth
         self._pool: ThreadPoolExecutor | None = None  # started by the first call
         self._pending: deque[Future] = deque()
