@@ -54,3 +54,22 @@ def test_an_output_that_cannot_be_read_back_is_scanned_before_writing(tmp_path: 
         for n, p in enumerate(data):
             plain.write(head + p, str(n))
     assert (tmp_path / "null.idx").read_bytes() == (tmp_path / "b.idx").read_bytes()
+
+
+def test_a_file_system_that_cannot_map_files_is_read_back_instead(tmp_path: Path, monkeypatch) -> None:
+    import mxrec.io.writer as writer_module
+
+    def no_mapping(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(writer_module.mmap, "mmap", no_mapping)
+    data = payloads(3, 16, {9})
+    head = pack(IRHeader(0, 1.0, 1, 0), b"")
+    with RecordWriter(tmp_path / "a.rec", tmp_path / "a.idx", key_type=str, write_behind=True) as behind:
+        for first in range(0, 16, 4):
+            behind.write_pieces([(str(n), (head, data[n])) for n in range(first, first + 4)])
+    with RecordWriter(tmp_path / "b.rec", tmp_path / "b.idx", key_type=str) as plain:
+        for n, p in enumerate(data):
+            plain.write(head + p, str(n))
+    assert (tmp_path / "a.rec").read_bytes() == (tmp_path / "b.rec").read_bytes()
+    assert (tmp_path / "a.idx").read_bytes() == (tmp_path / "b.idx").read_bytes()

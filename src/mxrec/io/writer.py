@@ -527,15 +527,17 @@ class _WrittenBehind:
         write_all(rec, chunks)
         if self._fd is None:
             return
+        size = block.end - block.start
         base = block.start - block.start % mmap.ALLOCATIONGRANULARITY
-        # the block's pages, just written, mapped from the page cache: read without a copy (a pread cost 30% more)
-        written = mmap.mmap(self._fd, block.end - base, access=mmap.ACCESS_READ, offset=base)
+        try:  # the block's pages, just written, mapped from the page cache: read without a copy (pread: +30%)
+            written: mmap.mmap | bytes = mmap.mmap(self._fd, block.end - base, access=mmap.ACCESS_READ, offset=base)
+        except (OSError, ValueError):  # a file system that cannot map files
+            written, base = os.pread(self._fd, size, block.start), block.start
         try:
-            words = np.frombuffer(written, "<u4", (block.end - block.start) // 4, block.start - base)
-            found = np.count_nonzero(words == _MAGIC_WORD)
-            del words
+            found = np.count_nonzero(np.frombuffer(written, "<u4", size // 4, block.start - base) == _MAGIC_WORD)
         finally:
-            written.close()
+            if isinstance(written, mmap.mmap):
+                written.close()
         if found != len(block.items):
             raise _MagicInBlock(block)
 
