@@ -25,7 +25,7 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 
@@ -530,14 +530,15 @@ class _WrittenBehind:
         size = block.end - block.start
         base = block.start - block.start % mmap.ALLOCATIONGRANULARITY
         try:  # the block's pages, just written, mapped from the page cache: read without a copy (pread: +30%)
-            written: mmap.mmap | bytes = mmap.mmap(self._fd, block.end - base, access=mmap.ACCESS_READ, offset=base)
+            written: Any = mmap.mmap(self._fd, block.end - base, access=mmap.ACCESS_READ, offset=base)
+            close = written.close
         except (OSError, ValueError):  # a file system that cannot map files
-            written, base = os.pread(self._fd, size, block.start), block.start
+            written, base, close = os.pread(self._fd, size, block.start), block.start, None
         try:
             found = np.count_nonzero(np.frombuffer(written, "<u4", size // 4, block.start - base) == _MAGIC_WORD)
         finally:
-            if isinstance(written, mmap.mmap):
-                written.close()
+            if close is not None:
+                close()
         if found != len(block.items):
             raise _MagicInBlock(block)
 
