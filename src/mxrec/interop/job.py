@@ -360,25 +360,16 @@ def _ranges(total: int, pieces: int, multiple: int = 1) -> list[tuple[int, int]]
     return [(start, min(total, start + step)) for start in range(0, total, step)]
 
 
-def _source_size(source_format: str, spec: Any, faces: bool, storage_options: StorageOptions) -> int:
-    if source_format != "recordio":
-        return len(spec)
-    if faces:
-        return len(face_positions(spec, storage_options))
-    reader = open_dataset(spec, key_type=str, duplicates="last", storage_options=storage_options)
-    try:
-        return len(reader)
-    finally:
-        reader.close()
-
-
-def _indexed(spec: Any, storage_options: StorageOptions) -> bool:
+def _rec_source(spec: Any, faces: bool, storage_options: StorageOptions) -> tuple[bool, int]:
+    """Whether a ``.rec`` source (or its first shard) has an ``.idx``, and how many records a conversion takes from
+    it (the faces only, with ``faces``): the dataset opened once."""
     reader = open_dataset(spec, key_type=str, duplicates="last", storage_options=storage_options)
     try:
         first = reader.shard(0) if hasattr(reader, "shard") else reader
-        return first.index_path is not None
+        indexed, total = first.index_path is not None, len(reader)
     finally:
         reader.close()
+    return indexed, len(face_positions(spec, storage_options)) if faces else total
 
 
 # -- publishing -----------------------------------------------------------------------------------
@@ -612,8 +603,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
     foreign = None
     if source_format == "recordio":
         spec: Any = os.fspath(source) if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source]
-        indexed = _indexed(spec, storage_options)
-        total = _source_size(source_format, spec, insightface == "faces", storage_options)
+        indexed, total = _rec_source(spec, insightface == "faces", storage_options)
     else:
         foreign = resolve_set(source, source_format, storage_options)
         spec = foreign.files
