@@ -74,3 +74,14 @@ def test_cancel_drops_the_queued_calls_and_waits_for_the_running_one() -> None:
     assert ran == [0]  # the running one finished before cancel returned; the rest were dropped
     time.sleep(0.3)
     assert ran == [0]
+
+
+def test_finish_closes_the_files_also_after_a_failed_call(tmp_path) -> None:
+    behind = WriteBehind()
+    with open(tmp_path / "out", "wb") as first, open(tmp_path / "index", "w") as second:
+        behind.submit(first.write, b"data")
+        behind.submit(lambda: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+        with pytest.raises(OSError, match="No space left"):
+            behind.finish(first, second)
+        assert first.closed and second.closed
+    assert (tmp_path / "out").read_bytes() == b"data"

@@ -130,14 +130,10 @@ class Writer:
 
     def close(self) -> None:
         self.flush()
-        try:
-            self.behind.close()
-        finally:
-            self.writer.close()
+        self.behind.finish(self.writer)
 
     def abort(self) -> None:
-        self.behind.cancel()
-        self.writer.close()
+        self.behind.abandon(self.writer)
 
 
 def _image_bytes(value: Any, where: str, row: int) -> bytes:

@@ -193,16 +193,10 @@ class Writer:
 
     def close(self) -> None:
         self._write_pending()
-        try:
-            self.behind.close()
-        finally:
-            self.file.close()
-            self.index.close()
+        self.behind.finish(self.file, self.index)
 
     def abort(self) -> None:
-        self.behind.cancel()
-        self.file.close()
-        self.index.close()
+        self.behind.abandon(self.file, self.index)
 
 
 def _varint(value: int) -> bytes:

@@ -146,14 +146,10 @@ class Writer:
     def close(self) -> None:
         self.chunks.append(bytes(2 * _BLOCK))  # the end-of-archive marker
         self._write_pending()
-        try:
-            self.behind.close()
-        finally:
-            self.file.close()
+        self.behind.finish(self.file)
 
     def abort(self) -> None:
-        self.behind.cancel()
-        self.file.close()
+        self.behind.abandon(self.file)
 
 
 def _split(name: str) -> tuple[str, str]:

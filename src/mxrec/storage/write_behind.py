@@ -70,6 +70,20 @@ class WriteBehind:
         finally:
             self.cancel()
 
+    def finish(self, *files: Any) -> None:
+        """:meth:`close`, then close ``files`` (those the calls wrote to), also when a call failed."""
+        try:
+            self.close()
+        finally:
+            for file in files:
+                file.close()
+
+    def abandon(self, *files: Any) -> None:
+        """:meth:`cancel`, then close ``files``: for an output being discarded."""
+        self.cancel()
+        for file in files:
+            file.close()
+
     def cancel(self) -> None:
         """Drop the calls not started, wait for the one running, stop the thread (for an output being discarded)."""
         self._failed = True
