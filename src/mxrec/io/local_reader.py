@@ -171,18 +171,22 @@ class LocalRecordReader(Records):
         return len(self._table)
 
     def __getitem__(self, position: int) -> bytes:
+        buf, start, end = self._whole_part(position)
+        return buf[start:end] if end >= 0 else self._decode(buf, position)
+
+    def _whole_part(self, position: int) -> tuple[mmap.mmap | bytes, int, int]:
+        """The mapping and where in it the record at ``position`` lies when it is one whole part (the fast path of
+        ``[]`` and :meth:`view`), else ``(mapping, -1, -1)``: :meth:`_decode` reads it the careful way."""
         buf = self._buf if self._buf is not None else self._buffer()
         try:
             offset = self._table[position]
         except IndexError:
             raise self._out_of_range(position) from None
         magic, lrec = _unpack_part_header(buf, offset)
-        if magic == _MAGIC and lrec < _FULL_LIMIT:
-            start = offset + 8
-            end = start + lrec
-            if end + (-lrec & 3) <= len(buf):
-                return buf[start:end]
-        return self._decode(buf, position)
+        end = offset + 8 + lrec
+        if magic == _MAGIC and lrec < _FULL_LIMIT and end + (-lrec & 3) <= len(buf):
+            return buf, offset + 8, end
+        return buf, -1, -1
 
     read = __getitem__
 
@@ -206,15 +210,8 @@ class LocalRecordReader(Records):
 
         The view points into the file mapping: keep the reader open while you use it.
         """
-        buf = self._buf if self._buf is not None else self._buffer()
-        try:
-            offset = self._table[position]
-        except IndexError:
-            raise self._out_of_range(position) from None
-        magic, lrec = _unpack_part_header(buf, offset)
-        if magic == _MAGIC and lrec < _FULL_LIMIT and offset + 8 + lrec + (-lrec & 3) <= len(buf):
-            return memoryview(buf)[offset + 8:offset + 8 + lrec]
-        return memoryview(self._decode(buf, position))
+        buf, start, end = self._whole_part(position)
+        return memoryview(buf)[start:end] if end >= 0 else memoryview(self._decode(buf, position))
 
     def __iter__(self) -> Iterator[bytes]:
         buf = self._buffer()
