@@ -150,6 +150,25 @@ def test_a_finished_set_replaces_an_old_manifest(tmp_path):
     assert [s["records"] for s in manifest["shards"]] == [25, 25]
 
 
+@pytest.mark.parametrize("fmt", ["webdataset", "tfrecord", "recordio"])
+def test_a_rerun_into_the_same_name_leaves_no_stale_shards(fmt, tmp_path):
+    """A smaller set written over a larger one of the same name: the larger one's later shards are removed, so a
+    glob or a folder finds the new set only."""
+    target = tmp_path / "out" / "sub.rec" if fmt == "recordio" else tmp_path / "out"
+    source = tmp_path / "back.rec"
+    mxrec.convert(SUB, target, target_format=fmt, shard_size=10)
+    assert len(list((tmp_path / "out").iterdir())) >= 6  # five shards (and their indexes) and a manifest
+    second = mxrec.convert(SUB, target, target_format=fmt, shard_size=25)
+    left = sorted(p.name for p in (tmp_path / "out").iterdir())
+    expected = sorted([*(Path(f).name for f in second.files), Path(second.manifest).name,
+                       *(Path(f).name + ".idx" for f in second.files if fmt == "tfrecord"),
+                       *(Path(f).with_suffix(".idx").name for f in second.files if fmt == "recordio")])
+    assert left == expected
+    if fmt != "recordio":  # the folder, as a reader finds it, is the new set
+        mxrec.convert(tmp_path / "out", source, source_format=fmt)
+        assert source.read_bytes() == SUB.read_bytes()
+
+
 def test_damaged_inputs_fail_naming_the_file_and_leave_nothing(tmp_path):
     damaged = sorted((GOLDEN / "seq" / "damaged").glob("*.rec"))[0]
     with pytest.raises(mxrec.RecordFormatError, match=damaged.name):

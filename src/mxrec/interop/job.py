@@ -482,13 +482,28 @@ def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed
         return files, None
     if target.format == "recordio":
         write_manifest(manifest, Manifest(tuple(entries)), options)
-        return files, manifest
-    shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes, **({"index": e.idx} if e.idx else {})}
-              for e in entries]
-    text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds), len(report.classes)).to_json()
-    with atomic_open(manifest, "w", encoding="utf-8", newline="\n", storage_options=options) as f:
-        f.write(text)
+    else:
+        shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes, **({"index": e.idx} if e.idx else {})}
+                  for e in entries]
+        text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds),
+                           len(report.classes)).to_json()
+        with atomic_open(manifest, "w", encoding="utf-8", newline="\n", storage_options=options) as f:
+            f.write(text)
+    _remove_stale_shards(target, len(staged))
     return files, manifest
+
+
+def _remove_stale_shards(target: OutputSet, count: int) -> None:
+    """Remove the shards numbered after the new set's ``count``, left by an earlier, larger set of the same name
+    (a glob or a folder would take them for part of the new one): once the new set and its manifest are whole."""
+    number = count
+    while True:
+        there = [path for path in target.shard(number) if exists(path, target.storage_options)]
+        if not there:
+            return
+        for path in there:
+            _remove(path, target.storage_options)
+        number += 1
 
 
 # -- running --------------------------------------------------------------------------------------
