@@ -141,14 +141,16 @@ class BufferStream:
 
     def read(self, size: int = -1) -> memoryview:
         end = len(self.view) if size < 0 else min(self.at + size, len(self.view))
-        if end > self.mapped_to:
-            self.prefault(end)
+        self.map_ahead(end)
         out = self.view[self.at:end]
         self.at = end
         return out
 
-    def prefault(self, end: int) -> None:
-        """Map the pages from the position to at least ``end`` (and :data:`PREFAULT` bytes more)."""
+    def map_ahead(self, end: int) -> None:
+        """Make sure the pages up to ``end`` are mapped: if not, map from the position to ``end`` and
+        :data:`PREFAULT` bytes more (for a reader that takes views at offsets of its own, a tar reader's)."""
+        if end <= self.mapped_to:
+            return
         start = max(self.at, self.mapped_to)
         self.mapped_to = min(len(self.view), max(end, start + PREFAULT))
         prefault(self.buffer, start, self.mapped_to)

@@ -219,7 +219,8 @@ def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple
     module docstring for why); every other one (GNU long names, pax, sparse files, folders, links, damage)
     by :mod:`tarfile`. Damage is a :class:`~mxrec.errors.RecordFormatError` naming ``where`` and the byte
     offset, not a silent end (:mod:`tarfile` stops quietly at a bad header after the first)."""
-    view = stream.view if isinstance(stream, BufferStream) else None
+    mapped = stream if isinstance(stream, BufferStream) else None
+    view = mapped.view if mapped is not None else None
     fileobj: Any = _MappedTar(view) if view is not None else stream
     size = _size(fileobj)
     offset = 0
@@ -240,10 +241,9 @@ def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple
         name, length = plain
         start = offset + _BLOCK
         offset = start + length + (-length % _BLOCK)
-        if view is not None:
-            if offset > stream.mapped_to:  # type: ignore[union-attr]
-                stream.prefault(offset)  # type: ignore[union-attr]
-            data: bytes | memoryview = view[start:start + length]
+        if mapped is not None:
+            mapped.map_ahead(offset)
+            data: bytes | memoryview = mapped.view[start:start + length]
         else:
             fileobj.seek(start)
             data = fileobj.read(length)
