@@ -252,7 +252,7 @@ class RecordWriter:
     def _rewrite_from(self, first: _Block) -> None:
         """Cut the file back to ``first`` (a block with a payload that holds the magic at an aligned offset, framed
         as if it did not) and write it and every later block again, record by record: the careful framing."""
-        rec = self._rec
+        rec = self._writable()
         blocks = self._behind.restart(first)  # type: ignore[union-attr]
         listed = sum(len(block.items) for block in blocks if block.listed)
         if listed:  # their index entries are still held back (flush waits for the checks)
@@ -260,9 +260,9 @@ class RecordWriter:
                 del self._pending_keys[-listed:]
                 del self._pending_offsets[-listed:]
             self._count -= listed
-        rec.flush()  # type: ignore[union-attr]
-        os.ftruncate(rec.fileno(), first.start)  # type: ignore[union-attr]
-        rec.seek(first.start)  # type: ignore[union-attr]
+        rec.flush()
+        os.ftruncate(rec.fileno(), first.start)
+        rec.seek(first.start)
         self._position = first.start
         for block in blocks:
             for key, pieces in block.items:
