@@ -219,3 +219,38 @@ def test_workers_split_a_set_without_manifest_by_files_keys_stay_positions(fmt, 
         assert list(one.keys) == list(two.keys) == list(range(16))
         assert [one[n] for n in range(16)] == [two[n] for n in range(16)]
         assert [two.unpack(n)[0].id for n in range(16)] == list(range(16))
+
+
+@pytest.mark.parametrize("phase", ["uploading", "publishing"])
+def test_sigterm_during_a_remote_convert_leaves_nothing(s3_server, s3_bucket, tmp_path, phase):
+    """A convert into s3:// stopped by SIGTERM while its shards go up (or are moved to their names) leaves no
+    object in the bucket, staged or final, and no spool file: shards are uploaded under a hidden staging folder,
+    moved to their names only when all are there, and what was moved is removed again."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    env = dict(mxrec_env(), **s3_server.env(), MXREC_SPOOL_DIR=str(spool))
+    s3_server.faults.delay_next(1000, 0.15, method="PUT")
+    job = subprocess.Popen([sys.executable, "-m", "mxrec", "convert", str(SUB), f"s3://{s3_bucket}/out",
+                            "--to", "webdataset", "--shard-size", "5", "--no-progress"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        def ready() -> bool:
+            puts = s3_server.log.filter(method="PUT")
+            if phase == "uploading":
+                return len(puts) >= 3
+            return any(any(k.lower() == "x-amz-copy-source" for k in r.headers) for r in puts)
+
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, f"no {phase} within 60 s"
+            time.sleep(0.02)
+        job.send_signal(signal.SIGTERM)
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate(timeout=30)
+    assert job.returncode == 128 + signal.SIGTERM and "terminated (SIGTERM)" in err, err
+    assert s3_server.list_keys(s3_bucket) == []
+    assert list(spool.iterdir()) == []

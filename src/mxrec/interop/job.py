@@ -66,6 +66,7 @@ from mxrec.storage.filesystem import (
     open_input,
     parent,
     remote_error,
+    uninterrupted,
 )
 from mxrec.storage.memory_map import mapped
 
@@ -317,8 +318,8 @@ def write_records(records: Iterable[Record], task: Task, progress: Callable[[int
 def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskResult:
     """Convert one task's records into its staged shards (in this process, a worker process, or a Ray task).
 
-    With ``task.upload`` (a Ray task writing a URL output: its node may not see the driver's disk) the shards are
-    written into a local folder of the task's own and uploaded into that URL folder when all are done.
+    With ``task.upload`` (a URL output; a Ray task's node may not see the driver's disk) the shards are written
+    into a local folder of the task's own and uploaded into that URL folder when all are done.
     """
     if task.upload is None:
         return _sized(write_records(task_records(task), task, progress))
@@ -331,8 +332,9 @@ def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskR
                 staged = getattr(shard, name)
                 if staged is not None:
                     remote = join(task.upload, os.path.basename(staged))
-                    try:
-                        fs.put_file(staged, filesystem(remote, task.storage_options)[1])
+                    try:  # a request in flight finishes before an interrupt's cleanup
+                        uninterrupted(lambda staged=staged, remote=remote: fs.put_file(
+                            staged, filesystem(remote, task.storage_options)[1]))
                     except Exception as exc:
                         raise remote_error(remote, exc, "upload") from None
                     setattr(shard, name, remote)
@@ -377,8 +379,9 @@ def _rec_source(spec: Any, faces: bool, storage_options: StorageOptions) -> tupl
 
 @dataclass
 class _RemoteMove:
-    """A shard a Ray task uploaded into the remote staging folder, moved to its name on the object store by
-    :meth:`commit` (a copy made by the store itself, then the staged object removed)."""
+    """A shard a task uploaded into the remote staging folder, moved to its name on the store by :meth:`commit` (a
+    copy made by the store itself, then the staged object removed; a request in flight finishes before an
+    interrupt's cleanup)."""
 
     staged: str
     target: str
@@ -387,7 +390,7 @@ class _RemoteMove:
     def commit(self) -> None:
         fs, staged = filesystem(self.staged, self.storage_options)
         try:
-            fs.mv(staged, filesystem(self.target, self.storage_options)[1])
+            uninterrupted(lambda: fs.mv(staged, filesystem(self.target, self.storage_options)[1]))
         except Exception as exc:
             raise remote_error(self.target, exc, "move") from None
 
@@ -462,35 +465,58 @@ def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed
     manifest = target.manifest() if sharded else None
     if manifest is not None:
         _remove(manifest, options)  # an older set's manifest must never describe the new shards
-    outputs: list[Any] = []
+    published: list[str] = []
+    try:
+        return _publish(target, staged, manifest, indexed, class_names, report, published)
+    except BaseException:  # an error or interrupt half-way: what was already moved to its name goes too
+        for path in published:
+            _remove(path, options)
+        raise
+
+
+def _publish(target: OutputSet, staged: list[StagedShard], manifest: str | None, indexed: bool,
+             class_names: dict[int, str] | None, report: Report, published: list[str]) -> tuple[list[str], str | None]:
+    """:func:`publish`'s work; ``published`` lists each file as it gets its name."""
+    options = target.storage_options
+    outputs: list[tuple[Any, str]] = []
     files: list[str] = []
     entries: list[ShardEntry] = []
     for number, shard in enumerate(staged):
-        if target.format == "recordio" and not sharded:
+        if manifest is None:  # one .rec
             rec, idx = target.path, index_path_for(target.path)
         else:
             rec, idx = target.shard(number)
         entries.append(ShardEntry(basename(rec), None if shard.idx is None else basename(idx), shard.records,
                                   shard.rec_bytes, shard.idx_bytes))
-        outputs.append(_move(shard.path, rec, options))
+        outputs.append((_move(shard.path, rec, options), rec))
         files.append(rec)
         if shard.idx is not None:
-            outputs.append(_move(shard.idx, idx, options))
-    for output in outputs:  # the .rec before its .idx, shard after shard
-        output.commit()
+            outputs.append((_move(shard.idx, idx, options), idx))
+    for output, final in outputs:  # the .rec before its .idx, shard after shard
+        if isinstance(output, _RemoteMove):  # an interrupt is raised once the move is done: it is ours then
+            published.append(final)
+            output.commit()
+        else:  # a local rename is done or not (and until done, the name may still hold the user's older file)
+            output.commit()
+            published.append(final)
     if manifest is None:
         return files, None
+    published.append(manifest)  # (written whole or not at all: removing it after a failure is safe)
     if target.format == "recordio":
-        write_manifest(manifest, Manifest(tuple(entries)), options)
+        uninterrupted(lambda: write_manifest(manifest, Manifest(tuple(entries)), options))
     else:
         shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes, **({"index": e.idx} if e.idx else {})}
                   for e in entries]
         text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds),
                            len(report.classes)).to_json()
-        with atomic_open(manifest, "w", encoding="utf-8", newline="\n", storage_options=options) as f:
-            f.write(text)
+        uninterrupted(lambda: _write_text(manifest, text, options))
     _remove_stale_shards(target, len(staged))
     return files, manifest
+
+
+def _write_text(path: str, text: str, storage_options: StorageOptions) -> None:
+    with atomic_open(path, "w", encoding="utf-8", newline="\n", storage_options=storage_options) as f:
+        f.write(text)
 
 
 def _remove_stale_shards(target: OutputSet, count: int) -> None:
@@ -644,8 +670,9 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         if not is_url(target):
             os.makedirs(target, exist_ok=True)
         out = OutputSet(target_format, target, dataset_stem(source), storage_options)
-    # Ray tasks may run on machines that do not see this one's disk: for a URL output they upload their shards
-    upload = out.remote_staging() if engine == "ray" and is_url(out.path) else None
+    # A URL output: the tasks upload their shards into a hidden staging folder beside it (a Ray task's machine
+    # may not see this one's disk); they are moved to their names only when every one is there
+    upload = out.remote_staging() if is_url(out.path) else None
 
     pieces = (workers if engine == "local" else 0) * TASKS_PER_WORKER
     if engine == "ray":

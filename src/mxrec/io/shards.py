@@ -27,9 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from mxrec.errors import ManifestError, OptionError
@@ -56,6 +54,7 @@ from mxrec.storage.filesystem import (
     protocol,
     read_bytes,
     remote_error,
+    uninterrupted,
 )
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -125,38 +124,6 @@ def describe_shards(paths: list[tuple[str, str | None]], records: list[int], fol
 
 def _relative(path: str, folder: str) -> str:
     return basename(path) if is_url(path) else os.path.relpath(path, folder)
-
-
-def _uninterrupted(call: Callable[[], object]) -> None:
-    """Run ``call`` (one request to a remote store) to its end, even when Ctrl-C or SIGTERM arrives meanwhile.
-
-    A request in flight cannot be taken back: were the interrupt raised while it runs, the cleanup that follows
-    could remove a staged or published shard before the request lands, leaving it there. So the request runs in
-    a thread of its own, and an interrupt that arrives meanwhile is raised once it has finished.
-    """
-    outcome: list[BaseException | None] = []
-    finished = threading.Event()  # (not Thread.join: interrupted, it takes a running thread for finished)
-
-    def run() -> None:
-        try:
-            call()
-            outcome.append(None)
-        except BaseException as exc:  # handed to the calling thread
-            outcome.append(exc)
-        finally:
-            finished.set()
-
-    threading.Thread(target=run, name="mxrec-upload", daemon=True).start()
-    interrupted: BaseException | None = None
-    while not finished.is_set():
-        try:
-            finished.wait(0.05)
-        except KeyboardInterrupt as exc:  # SIGTERM too (the command line raises it as one)
-            interrupted = exc
-    if interrupted is not None:
-        raise interrupted
-    if outcome and outcome[0] is not None:
-        raise outcome[0]
 
 
 @dataclass
@@ -239,7 +206,7 @@ class ShardedWriter:
             for output, target in zip(outputs, staged, strict=True):
                 self._uploading = target  # (removed by abort if the upload was under way)
                 try:
-                    _uninterrupted(lambda output=output, target=target: fs.put_file(output.path,
+                    uninterrupted(lambda output=output, target=target: fs.put_file(output.path,
                                                                                     fs._strip_protocol(target)))
                 except Exception as exc:
                     raise remote_error(target, exc, "upload") from None
@@ -277,7 +244,7 @@ class ShardedWriter:
                                                  d.records, d.sizes[0], d.sizes[1]) for d in self._done))
             self._published.append(self.manifest_path)
             if self.remote:
-                _uninterrupted(lambda: write_manifest(self.manifest_path, manifest, self.storage_options))
+                uninterrupted(lambda: write_manifest(self.manifest_path, manifest, self.storage_options))
             else:
                 write_manifest(self.manifest_path, manifest, self.storage_options)
         except BaseException:
@@ -299,7 +266,7 @@ class ShardedWriter:
             fs.mv(fs._strip_protocol(staged), fs._strip_protocol(final))
 
         try:
-            _uninterrupted(move)
+            uninterrupted(move)
         except Exception as exc:
             raise remote_error(final, exc, f"publishing {basename(staged)}") from None
 

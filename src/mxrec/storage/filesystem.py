@@ -32,7 +32,7 @@ import os
 import posixpath
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from mxrec.errors import MissingExtraError, RemoteAccessError, RemoteError, RemoteNotFoundError, missing_extra
@@ -365,3 +365,35 @@ def listdir(folder: str, storage_options: StorageOptions = None) -> list[str]:
     except Exception as exc:
         raise remote_error(folder, exc, "listing") from None
     return sorted(fs.unstrip_protocol(p) for p in found)
+
+
+def uninterrupted(call: Callable[[], object]) -> None:
+    """Run ``call`` (one request to a remote store) to its end, even when Ctrl-C or SIGTERM arrives meanwhile.
+
+    A request in flight cannot be taken back: were the interrupt raised while it runs, the cleanup that follows
+    could remove a staged or published shard before the request lands, leaving it there. So the request runs in
+    a thread of its own, and an interrupt that arrives meanwhile is raised once it has finished.
+    """
+    outcome: list[BaseException | None] = []
+    finished = threading.Event()  # (not Thread.join: interrupted, it takes a running thread for finished)
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the calling thread
+            outcome.append(exc)
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name="mxrec-upload", daemon=True).start()
+    interrupted: BaseException | None = None
+    while not finished.is_set():
+        try:
+            finished.wait(0.05)
+        except KeyboardInterrupt as exc:  # SIGTERM too (the command line raises it as one)
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
+    if outcome and outcome[0] is not None:
+        raise outcome[0]
