@@ -7,10 +7,12 @@ dataset) into shards of its own under a staging folder, rotating at the shard
 limit. Tasks run here (one), in worker processes (``workers``), or as Ray
 tasks (``engine="ray"``, each converting a range of the ``.idx``). When every
 task is done the staged shards are moved to their final names in order
-(through :func:`~mxrec.storage.atomic.output_for`, uploaded for a URL), then the
-set's manifest is written, last. On any error, Ctrl-C or SIGTERM the staging
-folder is removed: nothing that looks whole is left (a crash leaves only the
-hidden staging folder ``.NAME.convert-staging-PID``).
+(through :func:`~mxrec.storage.atomic.output_for`; for a URL the tasks upload
+them into a hidden staging folder beside the output and the store moves
+them), then the set's manifest is written, last. On any error, Ctrl-C or
+SIGTERM the staging folder and whatever was already moved are removed:
+nothing that looks whole is left (a crash leaves only the hidden staging
+folder ``.NAME.convert-staging-PID``).
 
 Records are carried exactly (:mod:`mxrec.interop.record`): ``.rec -> X ->
 .rec`` gives the same ``.rec`` and ``.idx`` bytes when the ``.idx`` lists the
