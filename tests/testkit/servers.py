@@ -821,11 +821,20 @@ class _WebHDFSHandler(_Handler):
             self._json({"boolean": local.is_file()})
 
     def _redirect(self, owner: WebHDFSServer, path: str, query: Mapping[str, str]) -> None:
-        """The name node's 307 to a data node, as real HDFS does for OPEN, CREATE and APPEND."""
+        """The name node's 307 to a data node, as real HDFS does for OPEN, CREATE and APPEND.
+
+        The query is in the name node's order, not the client's: ``op`` first, then the user (``doas``,
+        ``user.name``), ``namenoderpcaddress``, and the other parameters sorted by name, so ``offset`` comes late
+        (``?op=OPEN&user.name=u&namenoderpcaddress=h:p&length=n&offset=o``). A Location cut short on the way (see
+        ``testkit.proxy``) then loses the offset but keeps the op, as it would with a real cluster.
+        """
         params = dict(query)
-        params["namenoderpcaddress"] = f"{LOOPBACK}:{owner.port}"
+        first = [("op", params.pop("op", ""))]
+        first += [(name, params.pop(name)) for name in ("doas", "user.name") if name in params]
+        first.append(("namenoderpcaddress", f"{LOOPBACK}:{owner.port}"))
+        params.pop("namenoderpcaddress", None)
         location = owner.datanode_url + self.PREFIX + quote(path) + "?" + "&".join(
-            f"{quote(k, safe='.')}={quote(v, safe='')}" for k, v in params.items())
+            f"{quote(k, safe='.')}={quote(v, safe='')}" for k, v in [*first, *sorted(params.items())])
         self._send(307, b"", [("Location", location)])
 
     # -- data node: bytes
