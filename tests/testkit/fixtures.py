@@ -1,4 +1,4 @@
-"""pytest plugin: testkit's servers and rank launcher as fixtures.
+"""pytest plugin: testkit's servers, fault proxies and rank launcher as fixtures.
 
 Register with ``pytest_plugins = ["testkit.fixtures"]`` in the top-level conftest.
 
@@ -18,10 +18,18 @@ http_server          function  :class:`~testkit.servers.HTTPServer` serving ``tm
 http_fs              function  a fresh fsspec ``HTTPFileSystem`` (aiohttp), ``skip_instance_cache=True``
 webhdfs_server       function  :class:`~testkit.servers.WebHDFSServer` over ``tmp_path / "hdfs"``
 webhdfs_fs           function  a fresh fsspec ``WebHDFS`` filesystem on it
+s3_proxy             function  :class:`~testkit.proxy.S3Proxy`, a fault-injecting proxy before ``s3_server``;
+                               ``storage_options()`` / ``filesystem()`` for s3fs through it
+http_proxy           function  :class:`~testkit.proxy.HTTPProxy` before ``http_server``; ``url_for(name)``
+webhdfs_proxy        function  :class:`~testkit.proxy.WebHDFSProxy`, proxies before the name node and the
+                               data node of ``webhdfs_server`` (redirects rewritten to the latter);
+                               ``filesystem_kwargs()`` / ``filesystem()`` for fsspec through them
 dist_ranks           function  ``run_ranks`` from :mod:`testkit.ranks` with its files in ``tmp_path``
 ===================  ========  ===========================================================================
 
-Every server is stopped at teardown, also when the test fails. Also registers the ``slow`` marker.
+Every server and proxy is stopped at teardown, also when the test fails; a proxy whose connection threads met an
+unexpected exception (a proxy bug, not an injected fault) fails the test at teardown. Also registers the ``slow``
+marker.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from testkit.proxy import HTTPProxy, S3Proxy, WebHDFSProxy
 from testkit.servers import LOOPBACK, HTTPServer, S3Server, WebHDFSServer
 
 _PIP_NAMES = {"flask": "moto[server]", "flask_cors": "moto[server]", "werkzeug": "moto[server]", "moto": "moto[server]"}
@@ -141,6 +150,35 @@ def webhdfs_server(tmp_path: Path) -> Iterator[WebHDFSServer]:
 def webhdfs_fs(webhdfs_server: WebHDFSServer) -> Any:
     require("fsspec", "requests", purpose="fsspec's WebHDFS file system")
     return webhdfs_server.filesystem()
+
+
+# -- fault-injecting proxies (testkit.proxy)
+
+
+def _proxy_errors(errors: list[str]) -> None:
+    if errors:
+        pytest.fail("the fault proxy met unexpected exceptions:\n" + "\n".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def s3_proxy(s3_server: S3Server) -> Iterator[S3Proxy]:
+    with S3Proxy(s3_server) as proxy:
+        yield proxy
+    _proxy_errors(proxy.errors)
+
+
+@pytest.fixture
+def http_proxy(http_server: HTTPServer) -> Iterator[HTTPProxy]:
+    with HTTPProxy(http_server) as proxy:
+        yield proxy
+    _proxy_errors(proxy.errors)
+
+
+@pytest.fixture
+def webhdfs_proxy(webhdfs_server: WebHDFSServer) -> Iterator[WebHDFSProxy]:
+    with WebHDFSProxy(webhdfs_server) as proxy:
+        yield proxy
+    _proxy_errors(proxy.errors)
 
 
 # -- distributed ranks
