@@ -182,7 +182,9 @@ ALLOWED = {
 PROTOCOL = {("io/keys.py", "KeyError"),  # the Mapping protocol: the reader turns it into RecordKeyError
             ("recordio.py", "TypeError"),  # pickle's protocol: an object that cannot be pickled raises TypeError
             # the attribute protocol: a dunder the shim lacks is a plain AttributeError (hasattr, copy, pickle)
-            ("compat/mx.py", "AttributeError"), ("compat/ndarray.py", "AttributeError")}
+            ("compat/mx.py", "AttributeError"), ("compat/ndarray.py", "AttributeError"),
+            # a 404 said the way the other back-ends say it, for the request layer to name (RemoteNotFoundError)
+            ("storage/backends.py", "FileNotFoundError")}
 
 
 def test_no_bare_builtin_errors_on_bad_input():

@@ -29,9 +29,11 @@ from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.stats import dataset_stats
 from mxrec.doctor.verify_dataset import verify_dataset, verify_recordio
 from mxrec.errors import (
+    CleanupError,
     DuplicateKeyError,
     HeaderError,
     ImageDecodeError,
+    IncompleteSetError,
     IndexFileError,
     LayoutError,
     ManifestError,
@@ -58,12 +60,14 @@ from mxrec.packing.job import pack_list, pack_prefix
 from mxrec.packing.make_lists import make_lists, read_labelled_csv
 from mxrec.packing.prepare import ImageTransform
 from mxrec.probing import ProbeResult, probe
+from mxrec.storage.settings import RequestPolicy, Storage
 from mxrec.train import DataBatch, ImageIter, ImageRecordIter
 from mxrec.train.face_pairs import VerificationSet, load_verification_set
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CleanupError",
     "DataBatch",
     "DatasetInfo",
     "DuplicateKeyError",
@@ -74,6 +78,7 @@ __all__ = [
     "ImageIter",
     "ImageRecordIter",
     "ImageTransform",
+    "IncompleteSetError",
     "IndexFileError",
     "LayoutError",
     "ManifestError",
@@ -90,7 +95,9 @@ __all__ = [
     "RemoteAccessError",
     "RemoteError",
     "RemoteNotFoundError",
+    "RequestPolicy",
     "ShardSetReader",
+    "Storage",
     "TruncatedRecordError",
     "VerificationSet",
     "VerificationSetError",

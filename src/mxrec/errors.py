@@ -127,6 +127,10 @@ class ManifestError(MxrecError, ValueError):
         super().__init__(f"{self.path if self.path is not None else '<manifest>'}: {reason}")
 
 
+class IncompleteSetError(ManifestError):
+    """A set's manifest is the marker of a write in progress or failed: its files are no whole set."""
+
+
 class LayoutError(MxrecError, ValueError):
     """An InsightFace face set whose header record or identity records are inconsistent: the message names the key."""
 
@@ -172,6 +176,36 @@ class RemoteError(MxrecError, OSError):
 
     def __str__(self) -> str:  # OSError would format its args differently
         return f"{self.url}: {self.reason}"
+
+
+class CleanupError(MxrecError, OSError):
+    """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
+    message names them."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+    def __str__(self) -> str:  # OSError would format its args differently
+        return f"{self.path}: {self.reason}"
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Add ``note`` to ``exc`` (``BaseException.add_note`` where Python has it, the same ``__notes__`` list
+    otherwise): what went wrong after the error, said after it (the command line prints the notes).
+
+    Parameters
+    ----------
+    exc
+        The exception being raised.
+    note
+        One line.
+    """
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
 
 
 class RemoteNotFoundError(RemoteError, FileNotFoundError):

@@ -125,7 +125,7 @@ def test_sigterm_leaves_nothing_that_looks_whole(workers, tmp_path):
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until shards are being written
-            staged = list(out.glob(".big.convert-staging-*/*.parquet")) if out.exists() else []
+            staged = list(out.glob(".big.staging-*/*.parquet")) if out.exists() else []
             if len(staged) >= 2:
                 break
             assert job.poll() is None, job.communicate()

@@ -101,8 +101,13 @@ def remote_pack(s3_server, s3_bucket, tmp_path):
         job.communicate(timeout=30)
 
 
+def is_staged(key: str | None) -> bool:
+    """Whether ``key`` lies in a job's hidden staging folder (``.train.staging-JOB/``)."""
+    return bool(key) and ".staging-" in key
+
+
 def staged_puts(server) -> int:
-    return len(server.log.filter(method="PUT", key=lambda k: bool(k) and k.endswith(".partial")))
+    return len(server.log.filter(method="PUT", key=is_staged))
 
 
 def copies(server) -> int:
@@ -131,9 +136,9 @@ def test_a_remote_sharded_pack_publishes_only_after_the_last_shard(s3_server, s3
     _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
     keys = [r.key for r in s3_server.log.filter(method="PUT")]
-    first_final = next(i for i, k in enumerate(keys) if not k.endswith(".partial"))
-    assert sum(k.endswith(".partial") for k in keys[first_final:]) == 0  # every shard staged before any is final
-    assert keys[-1] == "int/train.manifest.json"
+    first_final = next(i for i, k in enumerate(keys) if not is_staged(k))
+    assert sum(map(is_staged, keys[first_final:])) == 0  # every shard staged before any is final
+    assert keys[first_final] == keys[-1] == "int/train.manifest.json"  # the marker first, the manifest last
     assert sorted(s3_server.list_keys(s3_bucket)) == sorted(
         ["int/train.lst", "int/train.manifest.json"] + [f"int/train_{n:05d}.{e}" for n in range(10)
                                                         for e in ("rec", "idx")])

@@ -57,7 +57,7 @@ def only_label(row: dict) -> float:
 
 def leftovers(folder: Path) -> list[str]:
     """Files and folders a finished write must not leave: staging folders and partial files."""
-    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".partial"))
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".partial") or ".staging-" in p.name)
 
 
 # ------------------------------------------------------------------------------------------------------ reading

@@ -220,7 +220,7 @@ def test_an_interrupted_pack_leaves_nothing_that_looks_complete(ray_cluster, im2
     job = mxrec_command(ray_cluster, "pack", "--engine", "ray", "--encoding", ".png", "--no-progress",
                         tmp_path / "big", im2rec / "photos200")
     deadline = time.monotonic() + 120
-    while not list(tmp_path.glob("big.*.partial/*")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob(".big.staging-*/*")) and time.monotonic() < deadline:
         time.sleep(0.05)  # until the first task has started writing
     time.sleep(0.5)
     assert job.poll() is None, "the pack finished before it could be interrupted"

@@ -41,6 +41,7 @@ import numpy as np
 
 from mxrec.errors import (
     DuplicateKeyError,
+    IncompleteSetError,
     ManifestError,
     OptionError,
     RecordFormatError,
@@ -56,19 +57,8 @@ from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
-from mxrec.storage.filesystem import (
-    StorageOptions,
-    basename,
-    exists,
-    glob,
-    is_url,
-    isdir,
-    join,
-    listdir,
-    local_path,
-    parent,
-    read_bytes,
-)
+from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
+from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
@@ -132,6 +122,8 @@ def _refuse_unlisted(spec: str, found: list[str], storage_options: StorageOption
     for path in manifests:
         try:
             shards = manifest_shards(path, storage_options)[0]
+        except IncompleteSetError:
+            raise  # a set being written (or whose writing failed) beside them: none of its files is taken
         except ManifestError:
             continue  # not a manifest mxrec can read: it speaks for no shard
         listed.update({_same(s.rec): path for s in shards})

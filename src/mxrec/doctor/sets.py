@@ -23,7 +23,8 @@ from mxrec.doctor.report import Check, Problem, Report
 from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ManifestError
 from mxrec.format.idx import KeyType
-from mxrec.storage.filesystem import StorageOptions, exists
+from mxrec.storage.files import exists
+from mxrec.storage.filesystem import StorageOptions
 
 
 def _name(spec: Any, manifest: str | None) -> str:

@@ -23,6 +23,14 @@ shard is complete: a set without one is unfinished (or was made by a tool
 that writes none), and a reader can open a remote set from the manifest alone,
 without listing the folder, and check each shard's size against it.
 
+While a set is being published its manifest's place holds a *marker* instead (:func:`marker_text`)::
+
+    {"format": "mxrec-incomplete", "job": "3f2a9c1e", "files": ["train_00000.rec", ...]}
+
+Every parser of a manifest (this one, and :mod:`mxrec.interop`'s for converted sets) refuses a marker
+(:func:`refuse_marker`): the set is being written, or its writing failed and left the files it names, which must
+never be taken for a whole set (:mod:`mxrec.storage.commit`).
+
 This module is the format (parse, format, naming); files are :mod:`mxrec.io.shards`.
 """
 
@@ -33,11 +41,53 @@ import os
 import posixpath
 from dataclasses import dataclass
 
-from mxrec.errors import ManifestError
+from mxrec.errors import IncompleteSetError, ManifestError
 
 FORMAT = "mxrec-shards"
 VERSION = 1
 MANIFEST_SUFFIX = ".manifest.json"
+MARKER_FORMAT = "mxrec-incomplete"
+
+
+def marker_text(job: str, files: list[str]) -> str:
+    """The marker that stands at a set's manifest while the set is published: the job and the files it writes.
+
+    Parameters
+    ----------
+    job
+        The writing job's id.
+    files
+        The names the job publishes (relative to the manifest's folder).
+
+    Returns
+    -------
+    str
+        The marker's JSON text.
+    """
+    return json.dumps({"format": MARKER_FORMAT, "job": job, "files": files}) + "\n"
+
+
+def refuse_marker(data: object, where: str | os.PathLike | None) -> None:
+    """Raise :class:`~mxrec.errors.ManifestError` when a parsed manifest is a marker (:func:`marker_text`).
+
+    Parameters
+    ----------
+    data
+        The manifest's parsed JSON.
+    where
+        The manifest's path, for the message.
+
+    Raises
+    ------
+    IncompleteSetError
+        ``data`` is a marker: the set is being written, or its writing failed.
+    """
+    if isinstance(data, dict) and data.get("format") == MARKER_FORMAT:
+        files = data.get("files") if isinstance(data.get("files"), list) else []
+        shown = ", ".join(map(str, files[:5])) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        raise IncompleteSetError(where, f"this set is being written, or its writing failed (job {data.get('job')}): "
+                                        f"not a whole set; its files ({shown or 'none yet'}) must not be read as one. "
+                                        "Write it again, or remove them and this file")
 
 
 @dataclass(frozen=True)
@@ -82,6 +132,7 @@ def parse_manifest(text: str | bytes, where: str | os.PathLike | None = None) ->
         data = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ManifestError(where, f"not JSON: {exc}") from None
+    refuse_marker(data, where)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(where, f"not an mxrec shard manifest (no \"format\": \"{FORMAT}\")")
     if data.get("version") != VERSION:

@@ -13,7 +13,6 @@ id and their ``label`` column as the label.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -26,13 +25,15 @@ from mxrec.interop.job import (
     Task,
     convert,
     publish,
+    run_task,
     write_class_names,
-    write_records,
 )
 from mxrec.interop.record import Record, foreign_record
 from mxrec.io.shards import ShardLimit, parse_shard_size
 from mxrec.packing.extract import dataset_stem
-from mxrec.storage.filesystem import StorageOptions, open_input
+from mxrec.storage.commit import Commit
+from mxrec.storage.files import open_input
+from mxrec.storage.filesystem import StorageOptions, is_url
 
 _OURS = ("key", "flag", "header_label", "id", "id2", "labels", "raw")
 
@@ -93,9 +94,12 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
     total = len(dataset) if hasattr(dataset, "__len__") else 0
     limit = parse_shard_size(str(shard_size)) if isinstance(shard_size, (int, str)) else shard_size
     out = OutputSet("recordio", target, dataset_stem(target), storage_options)
-    staging = out.staging()
-    try:
-        task = Task(0, "huggingface", None, 0, total, "recordio", staging, limit)
+    sharded = limit is not None
+    commit = Commit(out.manifest() if sharded else target, storage_options)
+    try:  # (a URL output: the shards are written here, then uploaded into the staging folder there)
+        staging = commit.staging_folder()
+        task = Task(0, "huggingface", None, 0, total, "recordio", staging, limit, storage_options=storage_options,
+                    upload=staging if is_url(target) else None)
         done = [0]
 
         def advance(count: int) -> None:
@@ -103,13 +107,14 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
             if progress is not None:
                 progress(done[0], total)
 
-        result = write_records(hf_records(rows, image_column, label_column), task, advance)
+        result = run_task(task, advance, hf_records(rows, image_column, label_column))
         names = None
         feature = getattr(dataset, "features", {}).get(label_column) if hasattr(dataset, "features") else None
         if feature is not None and hasattr(feature, "names"):
             names = dict(enumerate(feature.names))
-        files, manifest = publish(out, [result], limit is not None, True, names, result.report)
-        write_class_names(target, names)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        files, manifest = publish(out, [result], sharded, True, commit, names, result.report)
+    except BaseException as exc:
+        commit.abort(exc)  # (nothing after a publish: it cleans up after itself)
+        raise
+    write_class_names(target, names)
     return ConvertResult("huggingface", "recordio", files, manifest, result.report)

@@ -5,14 +5,15 @@ source (or of an InsightFace set's faces), or files of a foreign source. A
 task streams its records (a block at a time: memory does not grow with the
 dataset) into shards of its own under a staging folder, rotating at the shard
 limit. Tasks run here (one), in worker processes (``workers``), or as Ray
-tasks (``engine="ray"``, each converting a range of the ``.idx``). When every
-task is done the staged shards are moved to their final names in order
-(through :func:`~mxrec.storage.atomic.output_for`; for a URL the tasks upload
-them into a hidden staging folder beside the output and the store moves
-them), then the set's manifest is written, last. On any error, Ctrl-C or
-SIGTERM the staging folder and whatever was already moved are removed:
-nothing that looks whole is left (a crash leaves only the hidden staging
-folder ``.NAME.convert-staging-PID``).
+tasks (``engine="ray"``, each converting a range of the ``.idx``). The output
+is made with the one commit protocol (:class:`~mxrec.storage.commit.Commit`):
+the tasks write into its hidden staging folder beside the output (for a URL,
+on their own disk, then uploaded into the hidden staging folder there); when
+every task is done the staged shards are published in order behind a marker,
+the set's manifest last. On any error, Ctrl-C or SIGTERM the staging folder
+and whatever was already moved are removed (what cannot be, stays behind the
+marker and is named on the error): nothing that looks whole is left (a crash
+leaves only the hidden staging folder ``.NAME.staging-JOB``, or the marker).
 
 Records are carried exactly (:mod:`mxrec.interop.record`): ``.rec -> X ->
 .rec`` gives the same ``.rec`` and ``.idx`` bytes when the ``.idx`` lists the
@@ -28,7 +29,6 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -40,7 +40,7 @@ from mxrec.datasets.shard_set import open_dataset
 from mxrec.errors import MxrecError, OptionError
 from mxrec.format.framing import encoded_size
 from mxrec.format.idx import index_path_for
-from mxrec.format.manifest import Manifest, ShardEntry, manifest_path
+from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, marker_text
 from mxrec.interop import parquet, tfrecord, webdataset
 from mxrec.interop.record import Payload, Record, Report
 from mxrec.interop.sets import (
@@ -50,26 +50,18 @@ from mxrec.interop.sets import (
     SetManifest,
     infer_format,
     manifest_name,
+    parse_set_manifest,
     resolve_set,
 )
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
-from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, write_manifest
+from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, stale_shards
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.extract import dataset_stem, extract_records
 from mxrec.packing.prepare import ImageTransform
-from mxrec.storage.atomic import PartialFile, atomic_open, output_for
-from mxrec.storage.filesystem import (
-    StorageOptions,
-    basename,
-    exists,
-    filesystem,
-    is_url,
-    join,
-    open_input,
-    parent,
-    remote_error,
-    uninterrupted,
-)
+from mxrec.storage import remote
+from mxrec.storage.commit import Commit, numbered_files
+from mxrec.storage.files import open_input, read_bytes
+from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, parent, uninterrupted
 from mxrec.storage.memory_map import mapped
 
 MODULES: dict[str, ModuleType] = {"webdataset": webdataset, "parquet": parquet, "tfrecord": tfrecord}
@@ -317,29 +309,29 @@ def write_records(records: Iterable[Record], task: Task, progress: Callable[[int
     return rotation.result
 
 
-def run_task(task: Task, progress: Callable[[int], None] | None = None) -> TaskResult:
-    """Convert one task's records into its staged shards (in this process, a worker process, or a Ray task).
+def run_task(task: Task, progress: Callable[[int], None] | None = None,
+             records: Iterable[Record] | None = None) -> TaskResult:
+    """Convert one task's records (``records``, or those of its part of the source) into its staged shards (in
+    this process, a worker process, or a Ray task).
 
     With ``task.upload`` (a URL output; a Ray task's node may not see the driver's disk) the shards are written
     into a local folder of the task's own and uploaded into that URL folder when all are done.
     """
+    records = task_records(task) if records is None else records
     if task.upload is None:
-        return _sized(write_records(task_records(task), task, progress))
+        return _sized(write_records(records, task, progress))
     local = tempfile.mkdtemp(prefix="mxrec-convert-", dir=os.environ.get("MXREC_SPOOL_DIR") or None)
     try:
-        result = _sized(write_records(task_records(task), dataclasses.replace(task, staging=local), progress))
-        fs, _ = filesystem(task.upload, task.storage_options)
+        result = _sized(write_records(records, dataclasses.replace(task, staging=local), progress))
         for shard in result.shards:
             for name in ("path", "idx"):
                 staged = getattr(shard, name)
                 if staged is not None:
-                    remote = join(task.upload, os.path.basename(staged))
-                    try:  # a request in flight finishes before an interrupt's cleanup
-                        uninterrupted(lambda staged=staged, remote=remote: fs.put_file(
-                            staged, filesystem(remote, task.storage_options)[1]))
-                    except Exception as exc:
-                        raise remote_error(remote, exc, "upload") from None
-                    setattr(shard, name, remote)
+                    uploaded = join(task.upload, os.path.basename(staged))
+                    # a request in flight finishes before an interrupt's cleanup
+                    uninterrupted(lambda staged=staged, uploaded=uploaded: remote.upload(staged, uploaded,
+                                                                                         task.storage_options))
+                    setattr(shard, name, uploaded)
         return result
     finally:
         shutil.rmtree(local, ignore_errors=True)
@@ -380,52 +372,6 @@ def _rec_source(spec: Any, faces: bool, storage_options: StorageOptions) -> tupl
 
 
 @dataclass
-class _RemoteMove:
-    """A shard a task uploaded into the remote staging folder, moved to its name on the store by :meth:`commit` (a
-    copy made by the store itself, then the staged object removed; a request in flight finishes before an
-    interrupt's cleanup)."""
-
-    staged: str
-    target: str
-    storage_options: StorageOptions
-
-    def commit(self) -> None:
-        fs, staged = filesystem(self.staged, self.storage_options)
-        try:
-            uninterrupted(lambda: fs.mv(staged, filesystem(self.target, self.storage_options)[1]))
-        except Exception as exc:
-            raise remote_error(self.target, exc, "move") from None
-
-
-def _move(staged: str, target: str, storage_options: StorageOptions) -> Any:
-    if is_url(staged):
-        return _RemoteMove(staged, target, storage_options)
-    output = output_for(target, storage_options)
-    if isinstance(output, PartialFile):
-        os.replace(staged, output.path)
-    else:
-        shutil.move(staged, output.path)
-    return output
-
-
-def _remove(path: str, storage_options: StorageOptions) -> None:
-    if not is_url(path):
-        if os.path.lexists(path):
-            os.unlink(path)
-        return
-    if exists(path, storage_options):
-        fs, fs_path = filesystem(path, storage_options)
-        fs.rm_file(fs_path)
-
-
-def _remove_folder(url: str, storage_options: StorageOptions) -> None:
-    """Remove a remote staging folder and what is left in it (after an error: shards not moved)."""
-    fs, path = filesystem(url, storage_options)
-    with contextlib.suppress(FileNotFoundError):
-        fs.rm(path, recursive=True)
-
-
-@dataclass
 class OutputSet:
     """Where a conversion's shards go: a ``.rec`` (or its shards), or a folder of foreign shards named ``stem``."""
 
@@ -445,93 +391,48 @@ class OutputSet:
         path = join(self.path, f"{self.stem}_{number:05d}{SUFFIXES[self.format][0]}")
         return path, path + MODULES[self.format].INDEX_SUFFIX
 
-    def staging(self) -> str:
-        if is_url(self.path):
-            return tempfile.mkdtemp(prefix="mxrec-convert-", dir=os.environ.get("MXREC_SPOOL_DIR") or None)
-        folder = parent(self.path) if self.format == "recordio" else self.path
-        staging = os.path.join(folder or os.curdir, f".{self.stem}.convert-staging-{os.getpid()}")
-        os.makedirs(staging)
-        return staging
+    def old_files(self, count: int) -> list[str]:
+        """The files of the set now under this name that a new set of ``count`` shards does not overwrite: those
+        its manifest lists, and the shards numbered from ``count`` on."""
+        if self.format == "recordio":
+            return stale_shards(self.path, count, self.storage_options)
+        listed: set[str] = set()
+        with contextlib.suppress(MxrecError, OSError, ValueError):
+            folder = parent(self.manifest())
+            shards = parse_set_manifest(read_bytes(self.manifest(), self.storage_options), self.manifest()).shards
+            listed = {join(folder, n) for shard in shards for n in (shard["path"], shard.get("index")) if n}
+        listed |= set(numbered_files(self.shard, count, self.storage_options))
+        return sorted(listed - {p for n in range(count) for p in self.shard(n)})
 
-    def remote_staging(self) -> str:
-        """The hidden URL folder Ray tasks upload their shards into (they may not see this machine's disk)."""
-        folder = parent(self.path) if self.format == "recordio" else self.path
-        return join(folder, f".{self.stem}.convert-staging-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
-
-def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed: bool,
-             class_names: dict[int, str] | None, report: Report) -> tuple[list[str], str | None]:
-    """Move the staged shards to their final names, in task order, then write the manifest; return both."""
+def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed: bool, commit: Commit,
+            class_names: dict[int, str] | None, report: Report) -> tuple[list[str], str | None]:
+    """Hand the staged shards to ``commit`` in task order, then publish them, the manifest last; return both."""
     staged = [shard for result in sorted(results, key=lambda r: r.number) for shard in result.shards]
-    options = target.storage_options
     manifest = target.manifest() if sharded else None
-    if manifest is not None:
-        _remove(manifest, options)  # an older set's manifest must never describe the new shards
-    published: list[str] = []
-    try:
-        return _publish(target, staged, manifest, indexed, class_names, report, published)
-    except BaseException:  # an error or interrupt half-way: what was already moved to its name goes too
-        for path in published:
-            _remove(path, options)
-        raise
-
-
-def _publish(target: OutputSet, staged: list[StagedShard], manifest: str | None, indexed: bool,
-             class_names: dict[int, str] | None, report: Report, published: list[str]) -> tuple[list[str], str | None]:
-    """:func:`publish`'s work; ``published`` lists each file as it gets its name."""
-    options = target.storage_options
-    outputs: list[tuple[Any, str]] = []
     files: list[str] = []
     entries: list[ShardEntry] = []
     for number, shard in enumerate(staged):
-        if manifest is None:  # one .rec
-            rec, idx = target.path, index_path_for(target.path)
-        else:
-            rec, idx = target.shard(number)
+        rec, idx = (target.path, index_path_for(target.path)) if manifest is None else target.shard(number)
         entries.append(ShardEntry(basename(rec), None if shard.idx is None else basename(idx), shard.records,
                                   shard.rec_bytes, shard.idx_bytes))
-        outputs.append((_move(shard.path, rec, options), rec))
+        if shard.idx is not None:  # (the index before its data: see the commit protocol)
+            commit.adopt(shard.idx, idx)
+        commit.adopt(shard.path, rec)
         files.append(rec)
-        if shard.idx is not None:
-            outputs.append((_move(shard.idx, idx, options), idx))
-    for output, final in outputs:  # the .rec before its .idx, shard after shard
-        if isinstance(output, _RemoteMove):  # an interrupt is raised once the move is done: it is ours then
-            published.append(final)
-            output.commit()
-        else:  # a local rename is done or not (and until done, the name may still hold the user's older file)
-            output.commit()
-            published.append(final)
     if manifest is None:
+        commit.publish()
         return files, None
-    published.append(manifest)  # (written whole or not at all: removing it after a failure is safe)
     if target.format == "recordio":
-        uninterrupted(lambda: write_manifest(manifest, Manifest(tuple(entries)), options))
+        text = Manifest(tuple(entries)).to_json()
     else:
         shards = [{"path": e.rec, "records": e.records, "bytes": e.rec_bytes, **({"index": e.idx} if e.idx else {})}
                   for e in entries]
         text = SetManifest(target.format, shards, indexed, class_names, dict(report.kinds),
                            len(report.classes)).to_json()
-        uninterrupted(lambda: _write_text(manifest, text, options))
-    _remove_stale_shards(target, len(staged))
+    names = [basename(p) for p in commit.finals]
+    commit.publish(manifest=(manifest, marker_text(commit.job, names), text), stale=target.old_files(len(staged)))
     return files, manifest
-
-
-def _write_text(path: str, text: str, storage_options: StorageOptions) -> None:
-    with atomic_open(path, "w", encoding="utf-8", newline="\n", storage_options=storage_options) as f:
-        f.write(text)
-
-
-def _remove_stale_shards(target: OutputSet, count: int) -> None:
-    """Remove the shards numbered after the new set's ``count``, left by an earlier, larger set of the same name
-    (a glob or a folder would take them for part of the new one): once the new set and its manifest are whole."""
-    number = count
-    while True:
-        there = [path for path in target.shard(number) if exists(path, target.storage_options)]
-        if not there:
-            return
-        for path in there:
-            _remove(path, target.storage_options)
-        number += 1
 
 
 # -- running --------------------------------------------------------------------------------------
@@ -672,9 +573,11 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         if not is_url(target):
             os.makedirs(target, exist_ok=True)
         out = OutputSet(target_format, target, dataset_stem(source), storage_options)
-    # A URL output: the tasks upload their shards into a hidden staging folder beside it (a Ray task's machine
-    # may not see this one's disk); they are moved to their names only when every one is there
-    upload = out.remote_staging() if is_url(out.path) else None
+    # One commit publishes the output. A local one: the tasks write into its hidden staging folder beside the
+    # output. A URL: they write on their own disk and upload into the hidden staging folder beside it (a Ray task's
+    # machine may not see this one's disk); the shards are moved to their names only when every one is there.
+    commit = Commit(out.manifest() if sharded else out.path, storage_options)
+    upload = commit.staging_folder() if is_url(out.path) else None
 
     pieces = (workers if engine == "local" else 0) * TASKS_PER_WORKER
     if engine == "ray":
@@ -692,7 +595,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
     else:
         ranges, bases = [(0, len(spec))], [0]
 
-    staging = out.staging()
+    staging = commit.staging_folder() if upload is None else upload  # (a URL output: tasks write locally first)
     try:
         tasks = [Task(n, source_format, spec, start, stop, target_format, staging, limit, indexed, base,
                       insightface == "faces", names, transform, storage_options, upload)
@@ -704,11 +607,10 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike], target: str
         report = Report()
         for result in sorted(results, key=lambda r: r.number):
             report.merge(result.report)
-        files, manifest = publish(out, results, sharded, indexed, names, report)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if upload is not None:
-            _remove_folder(upload, storage_options)
+        files, manifest = publish(out, results, sharded, indexed, commit, names, report)
+    except BaseException as exc:
+        commit.abort(exc)  # (nothing after a publish: it cleans up after itself)
+        raise
     if target_format == "recordio":
         write_class_names(target, names)
     return ConvertResult(source_format, target_format, files, manifest, report)

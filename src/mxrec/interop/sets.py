@@ -16,6 +16,7 @@ brace range or a list, local or at a URL).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -24,20 +25,9 @@ from typing import Any
 
 from mxrec.datasets.shard_set import expand_braces
 from mxrec.errors import ManifestError, OptionError
-from mxrec.format.manifest import MANIFEST_SUFFIX
-from mxrec.storage.filesystem import (
-    StorageOptions,
-    basename,
-    exists,
-    glob,
-    is_url,
-    isdir,
-    join,
-    listdir,
-    local_path,
-    parent,
-    read_bytes,
-)
+from mxrec.format.manifest import MANIFEST_SUFFIX, refuse_marker
+from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
+from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent
 from mxrec.storage.memory_map import prefault
 
 MANIFEST = ".convert.json"
@@ -73,6 +63,10 @@ class SetManifest:
 def parse_set_manifest(text: bytes | str, where: str) -> SetManifest:
     try:
         data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(where, f"not a convert manifest: {exc}") from None
+    refuse_marker(data, where)
+    try:
         names = data.get("class_names")
         manifest = SetManifest(data["format"], list(data["shards"]), bool(data.get("indexed", True)),
                                None if names is None else {int(k): str(v) for k, v in names.items()},
@@ -212,6 +206,10 @@ def resolve_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str,
         files = [p for p in glob(spec, storage_options) if p.endswith(suffixes)]
         if not files:
             raise ManifestError(spec, f"the pattern matches no {'/'.join(suffixes)} file")
+        for folder in sorted({parent(p) for p in files}):  # a set being written there is no set to take part of
+            for manifest in glob(join(folder, "*" + MANIFEST), storage_options):
+                with contextlib.suppress(ValueError, UnicodeDecodeError):  # (only a marker speaks against them)
+                    refuse_marker(json.loads(read_bytes(manifest, storage_options)), manifest)
         return ForeignSet(fmt, files)
     if spec.endswith(suffixes):
         stem = spec[:-len(next(s for s in suffixes if spec.endswith(s)))]

@@ -39,7 +39,8 @@ from mxrec.format.idx import (
     parse_int_lines,
 )
 from mxrec.storage.atomic import atomic_open
-from mxrec.storage.filesystem import StorageOptions, check_writable, exists, is_url, local_path, read_bytes
+from mxrec.storage.files import exists, read_bytes
+from mxrec.storage.filesystem import StorageOptions, check_writable, is_url, local_path
 from mxrec.storage.memory_map import mapped
 
 KEY_SOURCES = ("auto", "position", "id")

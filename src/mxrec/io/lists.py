@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 
 from mxrec.format.lst import ListEntry, format_label_names, format_list_line, parse_label_names, parse_list_line
 from mxrec.storage.atomic import atomic_open
-from mxrec.storage.filesystem import open_input
+from mxrec.storage.files import open_input
 
 LABELS_SUFFIX = ".labels"
 

@@ -50,7 +50,8 @@ from mxrec.io.keys import KeyStore
 from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
-from mxrec.storage.filesystem import StorageOptions, is_url, read_bytes
+from mxrec.storage.files import read_bytes
+from mxrec.storage.filesystem import StorageOptions, is_url
 from mxrec.storage.remote_file import RemoteFile
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
@@ -132,15 +133,15 @@ class RemoteRecordReader(Records):
         if index is None or index is True:
             candidate = index_path_for(self.path)
             try:
-                return RemoteFile(candidate, self.storage_options, policy=self.file.policy).read_all(), candidate
+                return RemoteFile(candidate, self.file.storage).read_all(), candidate
             except RemoteNotFoundError:
                 if index is True:
                     raise IndexFileError(candidate, f"no .idx beside {self.path} (index=True asks for it)") from None
                 return None, None
         where = os.fspath(index)
         if is_url(where):
-            return RemoteFile(where, self.storage_options, policy=self.file.policy).read_all(), where
-        return read_bytes(where), where
+            return RemoteFile(where, self.file.storage).read_all(), where
+        return read_bytes(where, self.file.storage), where
 
     def _scan(self) -> Index:
         """Find every record with one front-to-back pass in large reads (there is no ``.idx``)."""
@@ -199,7 +200,7 @@ class RemoteRecordReader(Records):
 
     def stored_size(self) -> int:
         """The size the store reports now (one request; :attr:`nbytes` may come from a manifest)."""
-        return self.file.stat()["size"]
+        return self.file.stat().size
 
     def close(self) -> None:
         """Idempotent. Reading afterwards raises :class:`ClosedFileError`."""

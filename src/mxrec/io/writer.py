@@ -6,13 +6,14 @@ Guarantees:
   ``.rec`` bytes they point at have been flushed to the operating system, so a
   crash leaves at worst records that the ``.idx`` does not list yet.
 * With ``atomic=True`` both files are written under ``<name>.partial`` and
-  renamed into place only by a successful :meth:`RecordWriter.close`; an
-  exception inside ``with`` (or Ctrl-C) removes the partial files, so nothing
-  that looks finished is ever left half-written.
+  published only by a successful :meth:`RecordWriter.close`, with the one commit
+  protocol (:class:`~mxrec.storage.commit.Commit`): the ``.idx`` first, the ``.rec``
+  last (an older ``.rec`` of that name removed first), so the pair appears
+  together or not at all; an exception inside ``with`` (or Ctrl-C) removes the
+  partial files, so nothing that looks finished is ever left half-written.
 * A URL (``s3://...``) is written locally and uploaded by :meth:`RecordWriter.close`
-  (always atomic: :class:`~mxrec.storage.atomic.RemoteOutput`), the ``.rec``
-  before its ``.idx``, byte-identical to a local write; an exception inside
-  ``with`` uploads nothing.
+  (always atomic), byte-identical to a local write; an exception inside ``with``
+  uploads nothing, and a failed upload of either file leaves neither.
 * A writer belongs to the process that opened it; using it in a forked child
   raises :class:`~mxrec.errors.ForkedWriterError` instead of interleaving bytes.
 """
@@ -32,7 +33,8 @@ import numpy as np
 from mxrec.errors import ClosedFileError, ForkedWriterError, OptionError
 from mxrec.format import framing
 from mxrec.format.idx import KeyType, format_index, index_path_for
-from mxrec.storage.atomic import output_for
+from mxrec.storage.atomic import PartialFile, RemoteOutput, output_for
+from mxrec.storage.commit import Commit
 from mxrec.storage.filesystem import StorageOptions, is_url, local_path
 from mxrec.storage.write_behind import WriteBehind
 
@@ -112,18 +114,25 @@ class RecordWriter:
         # Index entries not yet written: keys and offsets, formatted in bulk by flush().
         self._pending_keys: list = []
         self._pending_offsets: list[int] = []
-        # With ``atomic``, each output is written under its partial name and committed by close().
-        outputs = [self.path] if self.index_path is None else [self.path, self.index_path]
-        self._partials = [output_for(target, storage_options) for target in outputs] if atomic else []
-        rec_target = self._partials[0].path if atomic else self.path
+        # With ``atomic`` the output is written under names no reader takes and published by close(): one file
+        # through its partial file (or spool file), a .rec with its .idx through one commit.
+        self._output: PartialFile | RemoteOutput | None = None
+        self._commit: Commit | None = None
+        rec_target, idx_target = self.path, self.index_path
+        if atomic and self.index_path is not None:
+            self._commit = Commit(self.path, storage_options)
+            idx_target = self._commit.path_for(self.index_path)  # (the .idx is published first, the .rec last)
+            rec_target = self._commit.path_for(self.path)
+        elif atomic:
+            self._output = output_for(self.path, storage_options)
+            rec_target = self._output.path
         self._rec: BinaryIO | None = open(rec_target, "wb", buffering=buffer_size)
         if write_behind:
             self._behind = _WrittenBehind(rec_target, self._rec)
         self._idx: TextIO | None = None
         if self.index_path is not None:
             try:
-                self._idx = open(self._partials[1].path if atomic else self.index_path, "w", encoding="utf-8",
-                                 newline="")
+                self._idx = open(idx_target, "w", encoding="utf-8", newline="")
             except BaseException:
                 self._close_files()
                 raise
@@ -369,28 +378,33 @@ class RecordWriter:
             self._idx.flush()
 
     def close(self) -> None:
-        """Flush and close; with ``atomic=True`` move the finished files into place. Idempotent."""
+        """Flush and close; with ``atomic=True`` publish the finished files. Idempotent."""
         if self._rec is None:
             return
         try:
             self.flush()
         finally:
             self._close_files()
-        for number, output in enumerate(self._partials):  # the .rec first: an .idx never appears before its data
+        if self._output is not None:
+            self._output.commit()
+        elif self._commit is not None:
             try:
-                output.commit()
-            except BaseException:  # a failed upload: the files not committed yet are dropped too
-                for rest in self._partials[number + 1:]:
-                    rest.discard()
+                self._commit.finish(self.index_path)
+                self._commit.finish(self.path)
+            except BaseException as exc:  # a failed upload: neither file is published
+                self._commit.abort(exc)
                 raise
+            self._commit.publish()
 
     def abort(self) -> None:
         """Close without finishing: with ``atomic=True`` the partial files are removed."""
         if self._rec is None:
             return
         self._close_files()
-        for output in self._partials:
-            output.discard()
+        if self._output is not None:
+            self._output.discard()
+        elif self._commit is not None:
+            self._commit.abort()
 
     def _close_files(self) -> None:
         rec, idx = self._rec, self._idx

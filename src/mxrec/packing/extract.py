@@ -56,7 +56,8 @@ from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
 from mxrec.io.lists import write_list
 from mxrec.io.records import Records
-from mxrec.storage.filesystem import basename, check_writable, filesystem, is_url, join, remote_error
+from mxrec.storage import remote
+from mxrec.storage.filesystem import basename, check_writable, is_url, join
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -245,13 +246,8 @@ def dataset_stem(spec: object) -> str:
 
 def upload_folder(local: str, url: str, last: str | None = None) -> None:
     """Upload every file under ``local`` to the folder ``url``, ``last`` (a file among them) after all the others."""
-    fs, base = filesystem(url)
     files = sorted(os.path.join(d, n) for d, _, names in os.walk(local) for n in names)
     if last is not None:
         files = [f for f in files if f != last] + [last]
     for path in files:
-        target = base.rstrip("/") + "/" + os.path.relpath(path, local).replace(os.sep, "/")
-        try:
-            fs.put_file(path, target)
-        except Exception as exc:
-            raise remote_error(join(url, os.path.relpath(path, local)), exc, "upload") from None
+        remote.upload(path, join(url, os.path.relpath(path, local).replace(os.sep, "/")))

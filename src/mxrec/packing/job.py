@@ -61,7 +61,8 @@ from mxrec.io.lists import iter_numbered_list
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.prepare import ImageTransform
-from mxrec.storage.filesystem import glob, is_url, join, read_bytes
+from mxrec.storage.files import glob, read_bytes
+from mxrec.storage.filesystem import is_url, join
 
 _MAX_ID = 2**64 - 1
 Outcome = tuple[bytes | None, str | None]  # an image's record payload, or None and why it was skipped

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
 from mxrec.io.lists import label_names_path, write_label_names, write_list
-from mxrec.storage.filesystem import check_writable, filesystem, is_url, join, remote_error
+from mxrec.storage import remote
+from mxrec.storage.filesystem import check_writable, filesystem, is_url, join
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
 DEFAULT_SEED = 100  # the seed im2rec always uses
@@ -117,12 +118,8 @@ def walk_images(root: str | os.PathLike, recursive: bool = False,
 
 def _walk_remote(root: str, recursive: bool, wanted: frozenset[str]) -> ImageList:
     """:func:`walk_images` for a URL: one listing, then the order and labels ``os.walk`` would give."""
-    fs, base = filesystem(root)
-    base = base.rstrip("/")
-    try:
-        found = fs.find(base, maxdepth=None if recursive else 1, withdirs=False)
-    except Exception as exc:
-        raise remote_error(root, exc, "listing") from None
+    base = filesystem(root)[1].rstrip("/")
+    found = remote.find(root, recursive=recursive)
     relative = [path[len(base) + 1:] for path in found if path.startswith(base + "/")]
     # top-down, sorted: a folder's files, then its sub-folders (as os.walk with sorted names)
     relative.sort(key=lambda rel: (tuple(rel.split("/")[:-1]), rel.rsplit("/", 1)[-1]))

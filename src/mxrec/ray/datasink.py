@@ -13,23 +13,23 @@ order. What each row becomes:
 * ``key``: the ``.idx`` key (integers, or strings when no ``shard_size`` is given); without a ``key``
   column each shard's records are keyed ``0..n-1``, like any ``.rec`` written without keys.
 
-How a job commits: every write task (one per block, or per bundle of blocks) writes its records with
-:class:`~mxrec.io.writer.RecordWriter` (or :class:`~mxrec.io.shards.ShardedWriter` when ``shard_size``
-caps the shards) into the staging folder ``NAME.<job id>.partial/``, under names unique to the task
-*attempt*: Ray re-runs a task whose worker died with the same task index, and the dead attempt's files
-must not be taken for the retry's. When every task has succeeded, the driver (``on_write_complete``)
-moves exactly the shards the tasks returned into place, in task order, writes the manifest last, and
-removes the staging folder with whatever dead attempts left there; shards of an older set of the same
-name that the new set does not overwrite are removed after the new manifest is in place. A job that
-fails, or whose driver is interrupted, leaves no manifest and no shard under a final name: at most the
-staging folder, whose name says it is unfinished (and which :meth:`RecordSink.abort` removes).
+How a job commits, with the one commit protocol (:class:`~mxrec.storage.commit.Commit`): every write task
+(one per block, or per bundle of blocks) writes its records with :class:`~mxrec.io.writer.RecordWriter` (or
+:class:`~mxrec.io.shards.ShardedWriter` when ``shard_size`` caps the shards) into the hidden staging folder
+``.NAME.staging-<job id>/``, under names unique to the task *attempt*: Ray re-runs a task whose worker died
+with the same task index, and the dead attempt's files must not be taken for the retry's. When every task has
+succeeded, the driver (``on_write_complete``) publishes exactly the shards the tasks returned, in task order,
+behind a marker, the manifest last, and removes the staging folder with whatever dead attempts left there;
+shards of an older set of the same name that the new set does not overwrite are removed after the new manifest
+is in place. A job that fails, or whose driver is interrupted, leaves no manifest and no shard under a final
+name: at most the staging folder, whose name says it is unfinished (and which :meth:`RecordSink.abort`
+removes), or files the cleanup could not remove behind the marker, named on the error.
 
 Every node must see the output folder (a shared file system).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import uuid
@@ -42,9 +42,9 @@ from ray.data import Dataset, Datasink
 from ray.data.block import Block, BlockAccessor
 from ray.data.datasource.datasink import WriteResult
 
-from mxrec.errors import ManifestError, MissingFolderError, OptionError, PackError, ParameterError
+from mxrec.errors import MissingFolderError, OptionError, PackError, ParameterError
 from mxrec.format.header import IRHeader, pack
-from mxrec.format.manifest import Manifest, manifest_path
+from mxrec.format.manifest import Manifest, manifest_path, marker_text
 from mxrec.io.opener import RecordReader
 from mxrec.io.shards import (
     ShardedWriter,
@@ -53,10 +53,11 @@ from mxrec.io.shards import (
     parse_shard_size,
     read_manifest,
     shard_paths,
-    write_manifest,
+    stale_shards,
 )
 from mxrec.io.writer import RecordWriter
 from mxrec.ray.session import task_errors
+from mxrec.storage.commit import Commit
 from mxrec.storage.filesystem import is_url
 
 Notes = dict[str, Any]  # what a write task reports beyond its shards (see RecordSink.records)
@@ -88,9 +89,9 @@ class RecordSink(Datasink):
         self.limit = _shard_limit(shard_size)
         self.header = header
         self.manifest_path = manifest_path(self.rec_path)
-        self.job_id = uuid.uuid4().hex[:8]
-        stem, ext = os.path.splitext(self.rec_path)
-        self.staging = f"{stem if ext == '.rec' else self.rec_path}.{self.job_id}.partial"
+        self.commit = Commit(self.manifest_path)
+        self.job_id = self.commit.job
+        self.staging = self.commit.staging
         self.manifest: Manifest | None = None
         self.returns: list[dict] = []
 
@@ -104,7 +105,7 @@ class RecordSink(Datasink):
         folder = os.path.dirname(self.staging)
         if not os.path.isdir(folder):
             raise MissingFolderError(f"{folder}: no such folder (for {self.rec_path})")
-        os.makedirs(self.staging, exist_ok=True)
+        self.commit.staging_folder()
 
     def on_write_complete(self, write_result: WriteResult) -> None:
         self.returns = sorted(write_result.write_returns, key=lambda r: r["order"])
@@ -154,31 +155,22 @@ class RecordSink(Datasink):
 
     def abort(self) -> None:
         """Remove everything this job wrote (its staging folder). Safe to call more than once."""
+        self.commit.abort()
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def _commit(self, staged: list[tuple[str, str, int]]) -> Manifest:
-        """Move the staged shards into place, write the manifest, then clear away what it does not list."""
-        old = None
-        if os.path.exists(self.manifest_path):
-            with contextlib.suppress(ManifestError, OSError):
-                old = read_manifest(self.manifest_path)
-            os.unlink(self.manifest_path)  # an older set's manifest must never describe the new shards
+        """Publish the staged shards behind a marker, the manifest last, then clear away what it does not list
+        (the staging folder with dead attempts' files and empty shards, an older set's later shards)."""
         finals = [shard_paths(self.rec_path, number) for number in range(len(staged))]
         for (rec, idx, _), (final_rec, final_idx) in zip(staged, finals, strict=True):
-            os.replace(rec, final_rec)  # the .rec first: an .idx never appears before its data
-            os.replace(idx, final_idx)
+            self.commit.adopt(idx, final_idx)  # (the .idx before its data: see the commit protocol)
+            self.commit.adopt(rec, final_rec)
         folder = os.path.dirname(self.manifest_path)
-        manifest = describe_shards(finals, [count for _, _, count in staged], folder)
-        write_manifest(self.manifest_path, manifest)
-        self.abort()  # the staging folder: dead attempts' files, empty shards
-        if old is not None:
-            kept = {name for pair in finals for name in pair}
-            for entry in old.shards:
-                for name in (entry.rec, entry.idx):
-                    path = os.path.join(folder, name) if name is not None else None
-                    if path is not None and path not in kept:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(path)
+        manifest = describe_shards(finals, [count for _, _, count in staged], folder,
+                                   written=[(rec, idx) for rec, idx, _ in staged])
+        names = [name for shard in manifest.shards for name in (shard.rec, shard.idx)]
+        self.commit.publish(manifest=(self.manifest_path, marker_text(self.job_id, names), manifest.to_json()),
+                            stale=stale_shards(self.rec_path, len(finals)))
         return manifest
 
     # -- in the write tasks ------------------------------------------------------------------------------------

@@ -46,7 +46,9 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import OutputPathError
-from mxrec.storage.filesystem import StorageOptions, basename, check_writable, filesystem, is_url, remote_error
+from mxrec.storage import remote
+from mxrec.storage.filesystem import StorageOptions, basename, check_writable, is_url, protocol
+from mxrec.storage.remote import OBJECT_STORES
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -121,7 +123,6 @@ def named(exc: OSError, path: str) -> OSError:
     return type(exc)(exc.errno, exc.strerror, path)
 
 
-ATOMIC_UPLOAD_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory")
 SPOOL_ENV = "MXREC_SPOOL_DIR"
 
 
@@ -138,18 +139,13 @@ class RemoteOutput:
 
     def commit(self) -> None:
         """Upload the finished file under its final name (see the module docstring), then drop the spool file."""
-        fs, path = filesystem(self.target, self.storage_options)
         try:
-            if self.target.partition("://")[0].lower() in ATOMIC_UPLOAD_PROTOCOLS:
-                fs.put_file(self.path, path)
+            if protocol(self.target) in OBJECT_STORES:
+                remote.upload(self.path, self.target, self.storage_options)
             else:
-                partial = path + PARTIAL_SUFFIX
-                fs.put_file(self.path, partial)
-                if fs.exists(path):
-                    fs.rm_file(path)
-                fs.mv(partial, path)
-        except Exception as exc:
-            raise remote_error(self.target, exc, "upload") from None
+                partial = self.target + PARTIAL_SUFFIX
+                remote.upload(self.path, partial, self.storage_options)
+                remote.move(partial, self.target, self.storage_options)
         finally:
             discard(self.path)
 

@@ -28,29 +28,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 
 from mxrec.errors import OptionError
+from mxrec.storage.settings import ENV_CACHE_SIZE, Storage, parse_bytes
 
-ENV_DIR = "MXREC_CACHE_DIR"
-ENV_SIZE = "MXREC_CACHE_SIZE"
 ENV_BLOCK = "MXREC_CACHE_BLOCK"
 DEFAULT_MAX_BYTES = 10 << 30
 DEFAULT_BLOCK_SIZE = 4 << 20
 _EVICT_CHECK_EVERY = 16  # blocks written by this process between checks of the folder's size
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20, "mb": 10**6, "mib": 1 << 20,
-          "g": 1 << 30, "gb": 10**9, "gib": 1 << 30, "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}
-
-
-def parse_bytes(text: str | int) -> int:
-    """``"20GB"`` -> 20 * 10**9, ``"4MiB"`` -> 4 << 20, ``4096`` -> 4096."""
-    if isinstance(text, int):
-        return text
-    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise OptionError(f"not a size: {text!r} (examples: 4096, 512MB, 20GiB)")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 class BlockCache:
@@ -60,7 +46,7 @@ class BlockCache:
                  block_size: int | str | None = None) -> None:
         self.directory = os.path.abspath(os.fspath(directory))
         self.max_bytes = parse_bytes(max_bytes if max_bytes is not None else
-                                     os.environ.get(ENV_SIZE, DEFAULT_MAX_BYTES))
+                                     os.environ.get(ENV_CACHE_SIZE, DEFAULT_MAX_BYTES))
         self.block_size = parse_bytes(block_size if block_size is not None else
                                       os.environ.get(ENV_BLOCK, DEFAULT_BLOCK_SIZE))
         if self.block_size < 1 or self.max_bytes < self.block_size:
@@ -70,12 +56,15 @@ class BlockCache:
         self._written = 0
 
     @classmethod
-    def from_setting(cls, cache_dir: str | os.PathLike | BlockCache | None) -> BlockCache | None:
-        """The cache ``cache_dir`` asks for: an existing cache, a folder, or (None) ``$MXREC_CACHE_DIR`` if set."""
+    def from_setting(cls, cache_dir: str | os.PathLike | BlockCache | None,
+                     storage: Storage | None = None) -> BlockCache | None:
+        """The cache ``cache_dir`` asks for: an existing cache, a folder, or (None) the cache of ``storage``
+        (its ``cache_dir``, else ``$MXREC_CACHE_DIR`` if set), bounded by the storage's ``cache_size``."""
         if isinstance(cache_dir, BlockCache):
             return cache_dir
-        folder = cache_dir if cache_dir is not None else os.environ.get(ENV_DIR) or None
-        return None if folder is None else cls(folder)
+        storage = storage or Storage()
+        folder = os.fspath(cache_dir) if cache_dir is not None else storage.cache_folder()
+        return None if folder is None else cls(folder, storage.cache_size)
 
     def __getstate__(self) -> dict:
         return {"directory": self.directory, "max_bytes": self.max_bytes, "block_size": self.block_size}

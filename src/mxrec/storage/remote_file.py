@@ -1,60 +1,47 @@
-"""Bytes of one remote file, fetched the way object stores want: few large ranged reads, retried, validated.
+"""Bytes of one remote file, fetched the way object stores want: few large ranged reads, retried, checked.
 
-:class:`RemoteFile` is the only code that moves a remote file's bytes to this
+:class:`RemoteFile` is the only code that moves a remote ``.rec``'s bytes to this
 process. It never reads one record at a time:
 
 * :meth:`RemoteFile.read_ranges` takes every byte range a batch needs, sorts
-  them and merges neighbours (gaps up to ``max_gap`` bytes are read and thrown
-  away, merged reads stay under ``max_request`` bytes: :func:`coalesce`), then
-  fetches the merged ranges concurrently with one ``cat_ranges`` call;
-* every answer is checked for its exact length (a short or long body is
-  fetched again), transient failures (5xx, dropped connections, timeouts) are
-  retried ``retries`` times with exponential back-off, and anything else, or
-  a failure that outlasts the retries, raises an error naming the URL and the
-  byte range (:mod:`mxrec.storage.filesystem`);
+  them and merges neighbours (gaps up to ``policy.max_gap`` bytes are read and thrown
+  away, merged reads stay under ``policy.max_request`` bytes: :func:`coalesce`), then
+  fetches the merged ranges concurrently through the request layer
+  (:func:`mxrec.storage.remote.read_ranges`: every answer checked for its status,
+  length and range, transient failures retried under the request policy, anything
+  else raising an error naming the URL and the byte range);
 * with a :class:`~mxrec.storage.block_cache.BlockCache`, reads go through fixed-size
   blocks on local disk: cached blocks cost no request, missing neighbours are
-  fetched together, so an epoch over cached data makes no request at all.
+  fetched together, so an epoch over cached data makes no request at all;
+* :meth:`RemoteFile.open` gives a file object over the same checked reads, for
+  code that wants a stream (a ``.lst``, a Parquet footer).
 
-A :class:`RemoteFile` pickles to its URL, options, size and version only; the
+A :class:`RemoteFile` pickles to its URL, storage settings, size and version only; the
 file system (connections, event loop) is made again, lazily, in each process,
 and looked up again after a ``fork`` (the process id is checked on every use),
 so a file read in a parent goes on working in its forked children. Threads of
 one process that need the same cache block at once share one download.
-:attr:`RemoteFile.requests` counts the ranged reads this object made, :attr:`RemoteFile.bytes_fetched` the
-bytes they brought.
+:attr:`RemoteFile.requests` counts the requests this object made (each attempt one), :attr:`RemoteFile.bytes_fetched`
+the bytes they brought.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
-from mxrec.errors import RemoteError
+from mxrec.errors import ModeError, RemoteError
+from mxrec.storage import remote
 from mxrec.storage.block_cache import BlockCache
-from mxrec.storage.filesystem import (
-    RangeNotHonouredError,
-    ShortReadError,
-    StorageOptions,
-    filesystem,
-    is_transient,
-    remote_error,
-)
-
-DEFAULT_MAX_GAP = 256 << 10
-DEFAULT_MAX_REQUEST = 64 << 20
-DEFAULT_RETRIES = 5
-BACKOFF_SECONDS = 0.1
-MAX_BACKOFF_SECONDS = 4.0
+from mxrec.storage.filesystem import StorageOptions, storage_of
 
 
-def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = DEFAULT_MAX_GAP,
-             max_request: int = DEFAULT_MAX_REQUEST) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = 256 << 10,
+             max_request: int = 64 << 20) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Merge byte ranges into few reads: ``(merged ranges, where each input range lies: (read, offset))``.
 
     Ranges closer than ``max_gap`` bytes are merged while the merged read stays
@@ -77,53 +64,39 @@ def coalesce(ranges: Sequence[tuple[int, int]], max_gap: int = DEFAULT_MAX_GAP,
     return [(s, e) for s, e in merged], where
 
 
-@dataclass(frozen=True)
-class RequestPolicy:
-    """How a :class:`RemoteFile` asks: merge ranges closer than ``max_gap``, up to ``max_request`` bytes a read,
-    and retry a transient failure ``retries`` times."""
-
-    retries: int = DEFAULT_RETRIES
-    max_gap: int = DEFAULT_MAX_GAP
-    max_request: int = DEFAULT_MAX_REQUEST
-
-
 class RemoteFile:
     """One remote file: its size and version, and ranged reads (see the module docstring).
 
-    ``size``/``version`` may be given (from a manifest, or a previous open) to
-    save the request that asks for them.
+    ``storage`` is a :class:`~mxrec.storage.settings.Storage` (or plain fsspec options); ``size``/``version`` may be
+    given (from a manifest, or a previous open) to save the request that asks for them.
     """
 
-    def __init__(self, url: str, storage_options: StorageOptions = None, *, size: int | None = None,
-                 version: str | None = None, cache: BlockCache | None = None,
-                 policy: RequestPolicy = RequestPolicy()) -> None:
-        self.url, self.storage_options, self.cache, self.policy = url, dict(storage_options or {}), cache, policy
+    def __init__(self, url: str, storage: StorageOptions = None, *, size: int | None = None,
+                 version: str | None = None, cache: BlockCache | None = None) -> None:
+        self.url, self.storage, self.cache = url, storage_of(storage), cache
+        self.policy = self.storage.policy
         self._size, self.version = size, version
-        self.requests = 0
-        self.bytes_fetched = 0
-        self._fs: Any = None
-        self._path: str | None = None
-        self._pid = 0
+        self.counter = remote.Counter()
         self._inflight_pid = 0
         self._inflight_lock = threading.Lock()
         self._inflight: dict[int, Future] = {}
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_fs"] = state["_path"] = None
-        state["_pid"] = state["_inflight_pid"] = 0
+        state["_inflight_pid"] = 0
         state["_inflight_lock"] = None
         state["_inflight"] = {}
-        state["requests"] = state["bytes_fetched"] = 0
         return state
 
-    def _filesystem(self) -> tuple[Any, str]:
-        """The file system of this process: checked on every use, so nothing made before a ``fork`` (an event
-        loop, a connection pool, a session) is used in the child."""
-        if self._fs is None or self._pid != os.getpid():
-            self._fs, self._path = filesystem(self.url, self.storage_options)
-            self._pid = os.getpid()
-        return self._fs, self._path
+    @property
+    def requests(self) -> int:
+        """Requests made so far in this process (each attempt counts)."""
+        return self.counter.requests
+
+    @property
+    def bytes_fetched(self) -> int:
+        """Bytes the reads brought so far in this process."""
+        return self.counter.bytes
 
     def _flights(self) -> tuple[threading.Lock, dict[int, Future]]:
         """The blocks being fetched now by some thread of this process, and the lock that guards them."""
@@ -138,35 +111,20 @@ class RemoteFile:
             self.stat()
         return self._size
 
-    def stat(self) -> dict:
-        """Ask the store for the file's size and version tag (one request)."""
-        fs, path = self._filesystem()
-        info = self._with_retries(lambda: fs.info(path), "stat")
-        if info.get("type") == "directory":
+    def stat(self) -> remote.RemoteInfo:
+        """Ask the store for the file's size and version tag (one request an attempt)."""
+        info = remote.stat(self.url, self.storage)
+        if info.is_dir:
             raise RemoteError(self.url, "is a folder, not a file")
-        size = info.get("size")
-        if size is None:
+        if info.size is None:
             raise RemoteError(self.url, "the store did not report the file's size")
-        self._size = int(size)
-        version = next((info[k] for k in ("ETag", "etag", "generation", "mtime", "modificationTime",
-                                          "LastModified", "last_modified") if info.get(k) is not None), None)
-        self.version = None if version is None else str(version)
+        self._size, self.version = info.size, info.version
         return info
 
     # -- fetching ------------------------------------------------------------
 
-    def _with_retries(self, call: Any, what: str) -> Any:
-        for attempt in range(self.policy.retries + 1):
-            try:
-                return call()
-            except Exception as exc:
-                if attempt == self.policy.retries or not is_transient(exc):
-                    raise remote_error(self.url, exc, what) from None
-                time.sleep(min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2 ** attempt))
-        raise AssertionError("unreachable")
-
     def fetch(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """Exactly the bytes of each ``(start, end)``: one request per range, concurrent, retried, length-checked.
+        """Exactly the bytes of each ``(start, end)``: one request per range, concurrent, retried, checked.
 
         Ranges must lie inside the file (an end past it is an error naming the
         file's expected size: the remote file is shorter than its index says).
@@ -177,46 +135,7 @@ class RemoteFile:
         for start, end in ranges:
             if not 0 <= start <= end <= size:
                 raise RemoteError(self.url, f"bytes {start}..{end} lie outside the file ({size} bytes)")
-        fs, path = self._filesystem()
-        results: list[bytes | None] = [None] * len(ranges)
-        pending = [i for i, (start, end) in enumerate(ranges) if start < end]
-        for i, (start, end) in enumerate(ranges):
-            if start == end:
-                results[i] = b""
-        for attempt in range(self.policy.retries + 1):
-            if not pending:
-                break
-            self.requests += len(pending)
-            try:
-                answers = fs.cat_ranges([path] * len(pending), [ranges[i][0] for i in pending],
-                                        [ranges[i][1] for i in pending], on_error="return")
-            except Exception as exc:  # the whole call failed (a sync back-end raises the first error)
-                answers = [exc] * len(pending)
-            failed = []
-            for i, answer in zip(pending, answers, strict=True):
-                start, end = ranges[i]
-                if isinstance(answer, BaseException):
-                    error: BaseException = answer
-                elif len(answer) > end - start:  # the first such answer says it all: no retry
-                    whole = " (the whole file)" if len(answer) == size else ""
-                    raise RangeNotHonouredError(
-                        self.url, f"read bytes {start}..{end}: the server does not honour Range requests: it "
-                                  f"answered {len(answer)} bytes{whole} where {end - start} were asked for; serve "
-                                  "the file from a server that supports byte ranges, or copy it here first")
-                elif len(answer) != end - start:
-                    error = ShortReadError(self.url, f"bytes {start}..{end}: got {len(answer)} bytes, asked for "
-                                                     f"{end - start} (truncated answer, or the file changed)")
-                else:
-                    results[i] = answer
-                    self.bytes_fetched += len(answer)
-                    continue
-                if attempt == self.policy.retries or not is_transient(error):
-                    raise remote_error(self.url, error, f"read bytes {start}..{end}")
-                failed.append(i)
-            pending = failed
-            if pending:
-                time.sleep(min(MAX_BACKOFF_SECONDS, BACKOFF_SECONDS * 2 ** attempt))
-        return results  # type: ignore[return-value]
+        return remote.read_ranges(self.url, ranges, self.storage, size=size, counter=self.counter)
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]], *, fresh: bool = False) -> list[bytes]:
         """The bytes of each ``(start, end)``, in the order given, with as few requests as the layout allows.
@@ -233,15 +152,19 @@ class RemoteFile:
         return self.read_ranges([(start, end)])[0]
 
     def read_all(self) -> bytes:
-        """The whole file in one request, retried (for small files: an ``.idx``, a manifest); sets :attr:`size`."""
-        fs, path = self._filesystem()
-        self.requests += 1
-        data = self._with_retries(lambda: fs.cat_file(path), "read")
-        if self._size is not None and len(data) != self._size:
-            raise ShortReadError(self.url, f"got {len(data)} bytes, expected {self._size}")
+        """The whole file in one request (for small files: an ``.idx``, a manifest), checked against its size (the
+        one given, the one the answer states, or a ``stat``); sets :attr:`size`."""
+        data = remote.read_whole(self.url, self.storage, size=self._size, counter=self.counter)
         self._size = len(data)
-        self.bytes_fetched += len(data)
         return data
+
+    def open(self, mode: str = "rb", **kwargs: Any) -> IO:
+        """A read-only file object over this file's checked, retried ranged reads (``"rb"``, or ``"r"`` with
+        ``encoding``/``newline``)."""
+        if mode not in ("rb", "r", "rt"):
+            raise ModeError(f"{self.url}: remote files open for reading only ('rb' or 'r'), not {mode!r}")
+        stream = io.BufferedReader(_RawRemote(self), buffer_size=1 << 20)
+        return stream if mode == "rb" else io.TextIOWrapper(stream, **kwargs)
 
     def chunks(self, start: int = 0, end: int | None = None, chunk: int = 16 << 20) -> Iterator[tuple[int, bytes]]:
         """``(offset, bytes)`` of ``[start, end)`` in consecutive reads of ``chunk`` bytes (a sequential scan)."""
@@ -318,3 +241,38 @@ class RemoteFile:
 
     def __repr__(self) -> str:
         return f"RemoteFile({self.url!r}, size={self._size})"
+
+
+class _RawRemote(io.RawIOBase):
+    """:class:`RemoteFile`'s bytes as a raw, seekable stream (``io.BufferedReader`` reads it in large pieces)."""
+
+    def __init__(self, file: RemoteFile) -> None:
+        self.file = file
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.file.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        end = min(self.file.size, self.position + len(buffer))
+        if end <= self.position:
+            return 0
+        data = self.file.read(self.position, end)
+        buffer[:len(data)] = data
+        self.position = end
+        return len(data)
+
+    @property
+    def name(self) -> str:
+        return self.file.url

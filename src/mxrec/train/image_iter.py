@@ -14,7 +14,8 @@ from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.lists import read_list
-from mxrec.storage.filesystem import StorageOptions, is_url, join, read_bytes
+from mxrec.storage.files import read_bytes
+from mxrec.storage.filesystem import StorageOptions, is_url, join
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
