@@ -131,6 +131,21 @@ class IncompleteSetError(ManifestError):
     """A set's manifest is the marker of a write in progress or failed: its files are no whole set."""
 
 
+class ChecksumError(MxrecError, ValueError):
+    """Bytes of a ``.rec`` fail their block checksum (the file is damaged), or a checksum table is malformed or
+    belongs to another version of the file: the message names the file, the byte range and its records."""
+
+    def __init__(self, path: str | os.PathLike | None, reason: str, *, start: int | None = None,
+                 end: int | None = None) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.reason = reason
+        self.start, self.end = start, end
+        where = self.path if self.path is not None else "<checksums>"
+        if start is not None:
+            where += f": bytes {start}..{end}"
+        super().__init__(f"{where}: {reason}")
+
+
 class LayoutError(MxrecError, ValueError):
     """An InsightFace face set whose header record or identity records are inconsistent: the message names the key."""
 

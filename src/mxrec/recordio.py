@@ -114,7 +114,7 @@ class MXRecordIO:
     def open(self) -> None:
         """Open the file; ``'w'`` truncates it."""
         if self.flag == "w":
-            self._writer = RecordWriter(self.uri)
+            self._writer = RecordWriter(self.uri, checksums=False)  # (MXNet's files, and no others)
             self._pending = []
             self.writable = True
         elif self.flag == "r":
@@ -289,7 +289,7 @@ class MXIndexedRecordIO(MXRecordIO):
 
     def open(self) -> None:
         if self.flag == "w":
-            self._writer = RecordWriter(self.uri, index=self.idx_path, key_type=self.key_type)
+            self._writer = RecordWriter(self.uri, index=self.idx_path, key_type=self.key_type, checksums=False)
             self._pending, self._pending_keys = [], []
             self.writable = True
             self.idx, self.keys = {}, []

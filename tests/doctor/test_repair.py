@@ -30,7 +30,7 @@ def test_repair_keeps_every_intact_record_and_reports_what_it_dropped(faulty, tm
     out = tmp_path / "clean.rec"
     result = repair_dataset(faulty.rec, out)
     assert (digest(faulty.rec), digest(faulty.idx)) == before  # the input is untouched
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.idx", "clean.rec"]  # no .partial left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.checksums", "clean.idx", "clean.rec"]  # no .partial
     o = faulty.offsets
     size = faulty.rec.stat().st_size
 

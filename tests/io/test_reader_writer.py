@@ -210,7 +210,7 @@ def test_writer_atomic_and_abort(tmp_path):
     with pytest.raises(RuntimeError), RecordWriter(tmp_path / "b.rec", index=True, atomic=True) as writer:
         writer.write(b"y")
         raise RuntimeError("interrupted")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.idx", "a.rec"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.checksums", "a.idx", "a.rec"]
 
 
 def test_index_never_points_past_flushed_data(tmp_path):

@@ -53,8 +53,8 @@ def gets(server: Any, mark: int = 0, key: str = "train.rec") -> int:
 def test_s3_open_scan_and_shuffled_epochs_make_few_requests(s3_server, s3_data, local):
     url, options = s3_data
     reader = RecordReader(url, storage_options=options)
-    opened = [(r.method, r.key) for r in s3_server.log]  # the .idx's GET states its length: no HEAD for it
-    assert sorted(opened) == [("GET", "train.idx"), ("HEAD", "train.rec")]
+    opened = [(r.method, r.key) for r in s3_server.log]  # the .idx's GET states its length: no HEAD for it; the
+    assert sorted(opened) == [("GET", "train.checksums"), ("GET", "train.idx"), ("HEAD", "train.rec")]  # sums: 404
     mark = s3_server.log.mark()
     assert list(reader) == list(RecordReader(local))
     assert gets(s3_server, mark) == 1  # 2 MB scanned in one ranged GET

@@ -49,6 +49,8 @@ from mxrec.errors import (
     RecordPositionError,
     RemoteNotFoundError,
 )
+from mxrec.format.checksums import SUFFIX as CHECKSUMS_SUFFIX
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
@@ -58,20 +60,22 @@ from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
-from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent
+from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent, storage_of
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
-_NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels")
+_NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels", CHECKSUMS_SUFFIX)
 
 
 @dataclass(frozen=True)
 class Shard:
-    """One shard: its ``.rec``, its ``.idx`` (None: the one beside the ``.rec``), and what the manifest says."""
+    """One shard: its ``.rec``, its ``.idx`` (None: the one beside the ``.rec``), and what the manifest says: its
+    records, bytes and block checksums (``None``: its sidecar, if it has one; ``False``: none)."""
 
     rec: str
     idx: str | None = None
     records: int | None = None
     rec_bytes: int | None = None
+    checksums: BlockChecksums | bool | None = None
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -95,8 +99,8 @@ def manifest_shards(path: str, storage_options: StorageOptions = None) -> tuple[
         raise ManifestError(path, "no such manifest") from None
     manifest = parse_manifest(text, path)
     folder = parent(path)
-    shards = [Shard(join(folder, e.rec), None if e.idx is None else join(folder, e.idx), e.records, e.rec_bytes)
-              for e in manifest.shards]
+    shards = [Shard(join(folder, e.rec), None if e.idx is None else join(folder, e.idx), e.records, e.rec_bytes,
+                    e.checksums if e.checksums is not None else False) for e in manifest.shards]
     return shards, manifest
 
 
@@ -254,7 +258,7 @@ class ShardSetReader(Records):
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = storage_of(storage_options)
         self.cache_dir = cache_dir
         self.index_path = None  # one .idx per shard
         self._remote = any(is_url(s.rec) for s in self.shards)
@@ -295,7 +299,7 @@ class ShardSetReader(Records):
             try:
                 reader = RecordReader(shard.rec, index, self.key_type, duplicates=self.duplicates,
                                       strict=self.strict, storage_options=self.storage_options,
-                                      cache_dir=self.cache_dir, **extra)
+                                      cache_dir=self.cache_dir, checksums=shard.checksums, **extra)
             except (FileNotFoundError, RemoteNotFoundError) as exc:
                 raise ManifestError(self.manifest or shard.rec, f"{self._where(number)} is missing: {exc}") from None
             if shard.records is not None and len(reader) != shard.records:

@@ -9,14 +9,22 @@
 ``index``     (when an ``.idx`` exists) parses; keys unique; every offset
               is the start of an intact record inside the file; every
               record is listed.
+``checksums`` every block against its CRC-32C (:mod:`mxrec.format.checksums`:
+              the sidecar ``NAME.checksums``, or what a manifest lists), each
+              failing block named with its byte range and records; a file
+              without checksums passes, saying so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from mxrec.doctor.report import Check, Problem
+from mxrec.errors import ChecksumError
 from mxrec.format import framing
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import Index, IntKeys, KeyType
 from mxrec.io.index import try_read_index
 from mxrec.storage.filesystem import StorageOptions
@@ -42,6 +50,32 @@ def check_padding(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> Check
                 for span in spans for at in framing.nonzero_padding(buf, span)]
     summary = f"{len(problems)} part(s) with non-zero padding" if problems else "all padding bytes are zero"
     return Check("padding", not problems, summary, problems, warning=True)
+
+
+def check_checksums(buf: framing.Buffer, checksums: BlockChecksums | ChecksumError | None,
+                    describe: Callable[[int, int], str]) -> Check:
+    """The ``checksums`` check of the whole file ``buf`` against ``checksums`` (an error: a table that cannot be
+    used; ``None``: none recorded); ``describe(start, end)`` names the records in a damaged block."""
+    if checksums is None:
+        return Check("checksums", True, "none recorded (mxrec index --checksums adds them)", details={"blocks": 0})
+    if isinstance(checksums, ChecksumError):
+        return Check("checksums", False, "the checksum table cannot be used", [Problem(0, checksums.reason)])
+    if checksums.size != len(buf):
+        return Check("checksums", False, "the checksums belong to another version of the file",
+                     [Problem(0, f"they describe {checksums.size} bytes, the file holds {len(buf)}")])
+    view = memoryview(buf)
+    problems = []
+    for number in range(len(checksums)):
+        start, end = checksums.span(number)
+        got = checksums.mismatch(number, view[start:end])
+        if got is not None:
+            problems.append(Problem(start, f"bytes {start}..{end} fail their CRC-32C (expected "
+                                           f"{int(checksums.crcs[number]):#010x}, read {got:#010x}): damaged data "
+                                           f"in {describe(start, end)}"))
+    details = {"blocks": len(checksums), "block_bytes": checksums.block_bytes, "damaged_blocks": len(problems)}
+    summary = (f"{len(problems)} of {len(checksums)} block(s) damaged" if problems
+               else f"{len(checksums)} block(s) of {checksums.block_bytes} bytes, each as recorded")
+    return Check("checksums", not problems, summary, problems, details=details)
 
 
 def read_index_check(idx_path: str, key_type: KeyType = int,

@@ -171,7 +171,8 @@ def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyTy
         if not exists(shard.rec, storage_options):
             found.append(None)
             continue
-        report = verify_dataset(shard.rec, shard.idx, key_type, storage_options=storage_options, **options)
+        report = verify_dataset(shard.rec, shard.idx, key_type, storage_options=storage_options,
+                                checksums=shard.checksums, **options)
         reports.append(report)
         details = report.check("framing").details
         found.append((details["records"], details["bytes"]))

@@ -8,7 +8,7 @@ copy elsewhere, see :mod:`mxrec.doctor.repair`). A check marked ``warning`` is r
 but does not fail the report.
 
 RecordIO checks (:mod:`mxrec.doctor.check_recordio`)
-    ``framing``, ``padding`` (warning), ``index``.
+    ``framing``, ``padding`` (warning), ``index``, ``checksums``.
 
 Content checks (:func:`verify_dataset`, on the intact records; records are
 named by ``.idx`` key, by position when there is no ``.idx``, or ``byte N``
@@ -46,12 +46,27 @@ from mxrec.doctor.check_labels import check_balance, check_labels, class_counts,
 from mxrec.doctor.check_layout import check_face_layout
 from mxrec.doctor.check_leakage import check_duplicates, check_leakage
 from mxrec.doctor.check_lst import check_list
-from mxrec.doctor.check_recordio import check_framing, check_index_entries, check_padding, read_index_check
-from mxrec.doctor.contents import find_face_layout, looks_like_image_dataset, offset_keys, read_contents, scan_contents
+from mxrec.doctor.check_recordio import (
+    check_checksums,
+    check_framing,
+    check_index_entries,
+    check_padding,
+    read_index_check,
+)
+from mxrec.doctor.contents import (
+    OffsetKeys,
+    find_face_layout,
+    looks_like_image_dataset,
+    offset_keys,
+    read_contents,
+    scan_contents,
+)
 from mxrec.doctor.report import Check, Report
-from mxrec.errors import OptionError
+from mxrec.errors import ChecksumError, OptionError
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import KeyType
 from mxrec.format.insightface import resolve_layout
+from mxrec.io.checksummed import find_checksums, records_between
 from mxrec.io.index import resolve_index
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.storage.memory_map import mapped
@@ -87,6 +102,32 @@ def verify_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike | N
     return verify_dataset(rec_path, idx_path, key_type, dataset_kind="raw")
 
 
+class _RecordNames:
+    """How messages name the intact record at each position of ``offsets``: its ``.idx`` key, else ``byte N``."""
+
+    def __init__(self, offsets: np.ndarray, keys: OffsetKeys | None) -> None:
+        self.offsets, self.keys = offsets, keys
+
+    def __getitem__(self, position: int) -> object:
+        offset = int(self.offsets[position])
+        key = None if self.keys is None else self.keys.keys_at([offset])[0]
+        return key if key is not None else f"byte {offset}"
+
+
+def _checksums(rec_path: str, size: int, given: BlockChecksums | bool | None,
+               storage_options: StorageOptions) -> BlockChecksums | ChecksumError | None:
+    """The checksums to check ``rec_path`` against: those given, its sidecar's, or an error saying why its sidecar
+    cannot be used."""
+    if given is False:
+        return None
+    if isinstance(given, BlockChecksums):
+        return given
+    try:
+        return find_checksums(rec_path, size, storage_options)
+    except ChecksumError as exc:
+        return exc
+
+
 def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                    key_type: KeyType = int, *, dataset_kind: str = "auto", layout: str = "auto",
                    decode: bool = False,
@@ -94,7 +135,8 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
                    against: str | os.PathLike | None = None, num_classes: int | None = None,
                    label_kind: str = "auto", min_class_samples: int = 5, max_imbalance: float = 10.0,
                    workers: int | None = None, progress: Callable[[int, int], None] | None = None,
-                   storage_options: StorageOptions = None, scan: ContentScan | None = None) -> Report:
+                   storage_options: StorageOptions = None, scan: ContentScan | None = None,
+                   checksums: BlockChecksums | bool | None = None) -> Report:
     """Run every check of ``mxrec verify`` on a dataset and return the report (the checks: the module doc).
 
     Parameters
@@ -139,6 +181,9 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
         ``scan(rec_path, spans, keys_by_offset, decode=..., progress=...)``
         (:class:`mxrec.ray.RayContentScan`: on a cluster); the checks are the
         same.
+    checksums
+        The file's block checksums; ``None``: its sidecar ``NAME.checksums``, if
+        any; ``False``: none are checked (a manifest that lists none).
 
     Returns
     -------
@@ -166,6 +211,10 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
                 starts = np.array([s.offset for s in spans], np.int64)
                 report.checks.append(check_index_entries(index, starts, len(buf)))
             keys = None if index is None else offset_keys(index)
+        offsets = np.array([s.offset for s in spans], np.int64)
+        names = _RecordNames(offsets, keys)
+        report.checks.append(check_checksums(buf, _checksums(rec_path, len(buf), checksums, storage_options),
+                                             lambda start, end: records_between(offsets, names, start, end)))
         if dataset_kind != "raw" or lst is not None or against is not None:
             gather = None if scan is None else functools.partial(scan, rec_path)
             contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout,

@@ -15,6 +15,10 @@ beside ``NAME.manifest.json``::
       ]
     }
 
+A shard written by mxrec also carries its block checksums (``"checksums": {"algorithm": "crc32c",
+"block_bytes": 1048576, "crc32c": "<base64>"}``, :mod:`mxrec.format.checksums`), which readers check as they
+read; a manifest without them (an older one, another tool's) is read as before.
+
 Shard names are relative to the manifest's folder (a set can be moved or
 uploaded as it is); shards are listed in dataset order, so record positions
 run 0..N-1 across them in that order. ``idx``/``idx_bytes`` are ``null`` for
@@ -36,12 +40,14 @@ This module is the format (parse, format, naming); files are :mod:`mxrec.io.shar
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import posixpath
 from dataclasses import dataclass
 
-from mxrec.errors import IncompleteSetError, ManifestError
+from mxrec.errors import ChecksumError, IncompleteSetError, ManifestError
+from mxrec.format.checksums import BlockChecksums
 
 FORMAT = "mxrec-shards"
 VERSION = 1
@@ -92,13 +98,20 @@ def refuse_marker(data: object, where: str | os.PathLike | None) -> None:
 
 @dataclass(frozen=True)
 class ShardEntry:
-    """One shard of a set: its ``.rec`` and ``.idx`` names (relative to the manifest), records and sizes."""
+    """One shard of a set: its ``.rec`` and ``.idx`` names (relative to the manifest), records and sizes, and the
+    ``.rec``'s block checksums when the writer recorded them."""
 
     rec: str
     idx: str | None
     records: int
     rec_bytes: int
     idx_bytes: int | None = None
+    checksums: BlockChecksums | None = None
+
+    def to_dict(self) -> dict:
+        fields = {"rec": self.rec, "idx": self.idx, "records": self.records, "rec_bytes": self.rec_bytes,
+                  "idx_bytes": self.idx_bytes}
+        return fields if self.checksums is None else {**fields, "checksums": self.checksums.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,7 @@ class Manifest:
 
     def to_json(self) -> str:
         """The manifest's text (keys in a fixed order, one shard a line, so that diffs stay readable)."""
-        shards = ",\n".join("    " + json.dumps(vars(shard)) for shard in self.shards)
+        shards = ",\n".join("    " + json.dumps(shard.to_dict()) for shard in self.shards)
         listed = f"\n{shards}\n  " if self.shards else ""
         return (f'{{\n  "format": "{FORMAT}",\n  "version": {VERSION},\n  "records": {self.records},\n'
                 f'  "shards": [{listed}]\n}}\n')
@@ -148,6 +161,12 @@ def parse_manifest(text: str | bytes, where: str | os.PathLike | None = None) ->
         except (KeyError, TypeError) as exc:
             raise ManifestError(where, f"shard {number}: missing field {exc}") from None
         _check_entry(entry, number, where)
+        if shard.get("checksums") is not None:
+            try:
+                sums = BlockChecksums.from_dict(shard["checksums"], entry.rec_bytes, where)
+            except ChecksumError as exc:
+                raise ManifestError(where, f"shard {number}: {exc.reason}") from None
+            entry = dataclasses.replace(entry, checksums=sums)
         entries.append(entry)
     manifest = Manifest(tuple(entries))
     if data.get("records") != manifest.records:

@@ -38,6 +38,7 @@ import numpy as np
 
 from mxrec.datasets.shard_set import open_dataset
 from mxrec.errors import MxrecError, OptionError
+from mxrec.format.checksums import BlockChecksums, checksums_path, format_sidecar
 from mxrec.format.framing import encoded_size
 from mxrec.format.idx import index_path_for
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, marker_text
@@ -120,6 +121,7 @@ class StagedShard:
     records: int
     rec_bytes: int = 0
     idx_bytes: int | None = None
+    checksums: BlockChecksums | None = None  # a .rec shard's block checksums (its manifest entry, or sidecar)
 
 
 @dataclass
@@ -219,7 +221,7 @@ class _ShardRotation:
         stem = os.path.join(task.staging, f"part-{task.number:05d}-{number:05d}")
         if task.target_format == "recordio":
             path, idx = stem + ".rec", (stem + ".idx" if task.indexed else None)
-            self.writer = RecordWriter(path, idx, key_type=str, write_behind=True)
+            self.writer = RecordWriter(path, idx, key_type=str, write_behind=True, sidecar=False)
         else:
             module = MODULES[task.target_format]
             path = stem + SUFFIXES[task.target_format][0]
@@ -265,6 +267,8 @@ class _ShardRotation:
             self._write_pending()
             writer, self.writer = self.writer, None
             writer.close()
+            if isinstance(writer, RecordWriter):
+                self.result.shards[-1].checksums = writer.checksums
 
     def abort(self) -> None:
         self.pending, self.pending_bytes = [], 0
@@ -415,7 +419,12 @@ def publish(target: OutputSet, results: list[TaskResult], sharded: bool, indexed
     for number, shard in enumerate(staged):
         rec, idx = (target.path, index_path_for(target.path)) if manifest is None else target.shard(number)
         entries.append(ShardEntry(basename(rec), None if shard.idx is None else basename(idx), shard.records,
-                                  shard.rec_bytes, shard.idx_bytes))
+                                  shard.rec_bytes, shard.idx_bytes, shard.checksums))
+        if manifest is None and shard.checksums is not None:  # one .rec: its checksums in a sidecar beside it
+            sidecar = checksums_path(rec)
+            with open(commit.path_for(sidecar), "w", encoding="utf-8", newline="\n") as f:
+                f.write(format_sidecar(shard.checksums))
+            commit.finish(sidecar)
         if shard.idx is not None:  # (the index before its data: see the commit protocol)
             commit.adopt(shard.idx, idx)
         commit.adopt(shard.path, rec)

@@ -26,6 +26,7 @@ import numpy as np
 
 from mxrec.errors import IndexFileError, OptionError
 from mxrec.format import framing
+from mxrec.format.checksums import checksums_path, compute
 from mxrec.format.header import ID_OFFSET, IRHEADER_SIZE
 from mxrec.format.idx import (
     Index,
@@ -38,6 +39,7 @@ from mxrec.format.idx import (
     parse_index,
     parse_int_lines,
 )
+from mxrec.io.checksummed import write_sidecar
 from mxrec.storage.atomic import atomic_open
 from mxrec.storage.files import exists, read_bytes
 from mxrec.storage.filesystem import StorageOptions, check_writable, is_url, local_path
@@ -167,14 +169,19 @@ def scan_index(rec_path: str | os.PathLike, keys: str = "auto",
     are unique, else positions. Raises :class:`RecordFormatError` at damaged
     framing (``mxrec verify --repair`` salvages such files).
     """
-    if keys not in KEY_SOURCES:
-        raise OptionError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
     rec_path = os.fspath(rec_path)
     with mapped(rec_path, storage_options) as buf:
-        offsets = framing.record_offset_array(buf, path=rec_path)
-        if keys == "position":
-            return Index(IntKeys(range(len(offsets))), offsets, True), "position"
-        ids = _header_ids(buf, offsets)
+        return _scan_buffer(buf, rec_path, keys)
+
+
+def _scan_buffer(buf: framing.Buffer, rec_path: str, keys: str) -> tuple[Index, str]:
+    """:func:`scan_index` of the mapped file ``buf``."""
+    if keys not in KEY_SOURCES:
+        raise OptionError(f"keys must be one of {KEY_SOURCES}, not {keys!r}")
+    offsets = framing.record_offset_array(buf, path=rec_path)
+    if keys == "position":
+        return Index(IntKeys(range(len(offsets))), offsets, True), "position"
+    ids = _header_ids(buf, offsets)
     if ids is not None and not _repeats(ids):
         return Index(_compact_keys(ids), offsets), "id"
     if keys == "id":
@@ -229,8 +236,9 @@ _ID_BLOCK = 1 << 20  # records whose header ids are read at once
 
 
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
-                keys: str = "auto", storage_options: StorageOptions = None) -> tuple[Index, str]:
-    """Scan a ``.rec`` and write its ``.idx`` atomically (what ``mxrec index`` does).
+                keys: str = "auto", storage_options: StorageOptions = None, *,
+                checksums: bool = True) -> tuple[Index, str]:
+    """Scan a ``.rec`` and write its ``.idx`` atomically (what ``mxrec index`` does), and its block checksums.
 
     Parameters
     ----------
@@ -245,6 +253,9 @@ def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None 
         ids are unique, else positions (:func:`scan_index`).
     storage_options
         fsspec options for URLs.
+    checksums
+        Also write the sidecar ``NAME.checksums`` (:mod:`mxrec.format.checksums`) beside the ``.rec``, from the
+        same pass over it.
 
     Returns
     -------
@@ -259,9 +270,14 @@ def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None 
         ``keys`` is not one of :data:`KEY_SOURCES`.
     """
     check_writable(idx_path if idx_path is not None else index_path_for(rec_path))  # before the scan
-    index, source = scan_index(rec_path, keys, storage_options)
+    rec_path = os.fspath(rec_path)
+    with mapped(rec_path, storage_options) as buf:
+        index, source = _scan_buffer(buf, rec_path, keys)
+        sums = compute(buf) if checksums else None
     write_index(idx_path if idx_path is not None else index_path_for(rec_path), index.keys, index.offsets,
                 storage_options)
+    if sums is not None:
+        write_sidecar(checksums_path(rec_path), sums, storage_options)
     return index, source
 
 

@@ -20,6 +20,12 @@ the ``.idx`` keys, or the record positions ``0..n-1`` after a scan. ``.idx``
 offsets outside the file are rejected on open; whether an offset really starts
 a record is checked when that record is read (its part header is parsed anyway),
 so opening costs no pass over the data. ``mxrec verify`` checks every offset.
+
+When the file has block checksums (its ``NAME.checksums`` sidecar, or those a
+shard set's manifest lists: :mod:`mxrec.format.checksums`), each block is
+checked the first time a record in it is read (:mod:`mxrec.io.checksummed`): a
+damaged block is a :class:`~mxrec.errors.ChecksumError` naming the bytes and the
+records, never a wrong record.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from mxrec.errors import (
     RecordPositionError,
 )
 from mxrec.format import framing
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
+from mxrec.io.checksummed import local_verifier, records_between
 from mxrec.io.index import check_offset_range, read_index, resolve_index
 from mxrec.io.keys import KeyStore
 from mxrec.io.records import Records
@@ -80,11 +88,17 @@ class LocalRecordReader(Records):
         When ``False``, a scan that meets damaged framing skips over the damage
         (the resync rule), keeps every intact record, and stores the first fault
         in :attr:`damage` instead of raising.
+    checksums
+        The file's block checksums; ``None`` (default): its sidecar
+        ``NAME.checksums`` if there is one; ``True``: the sidecar is required;
+        ``False``: none are checked.
 
     Raises
     ------
     RecordFormatError
         The framing is damaged (with ``strict=True``).
+    ChecksumError
+        The checksums are malformed or belong to another version of the file.
     IndexFileError
         The ``.idx`` is malformed, disagrees with the ``.rec``, or is missing
         with ``index=True``.
@@ -94,7 +108,7 @@ class LocalRecordReader(Records):
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error",
-                 strict: bool = True) -> None:
+                 strict: bool = True, checksums: BlockChecksums | bool | None = None) -> None:
         self.path = local_path(path)
         if duplicates not in ("error", "last"):
             raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
@@ -117,13 +131,15 @@ class LocalRecordReader(Records):
                 check_offset_range(parsed.offsets, parsed.keys, len(self._buf), self.path, self.index_path)
             else:
                 parsed = self._scan()
+            self.keys: IntKeys | list = parsed.keys
+            self.offsets: np.ndarray = parsed.offsets
+            self._verifier = local_verifier(self.path, len(self._buf), checksums, self._records_between)
         except BaseException:
             self.close()
             raise
-        self.keys: IntKeys | list = parsed.keys
-        self.offsets: np.ndarray = parsed.offsets
         self._key_store = KeyStore(parsed.keys)
         self._table = memoryview(parsed.offsets)  # item access gives ints, faster than numpy's
+        self._pending_check = self._check if self._verifier is not None else None
 
     def _scan(self) -> Index:
         try:
@@ -141,12 +157,23 @@ class LocalRecordReader(Records):
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_buf"] = None
-        del state["_table"]
+        del state["_table"], state["_pending_check"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._table = memoryview(self.offsets)
+        self._pending_check = self._check if self._verifier is not None else None
+
+    def _records_between(self, start: int, end: int) -> str:
+        return records_between(self.offsets, self.keys, start, end)
+
+    def _check(self, buf: mmap.mmap | bytes, start: int, end: int) -> None:
+        """Check the blocks under bytes ``[start, end)`` not checked yet; once all are, reading checks no more."""
+        verifier = self._verifier
+        verifier.check_mapped(buf, start, end)
+        if not verifier.unchecked:
+            self._pending_check = None
 
     def _buffer(self) -> mmap.mmap | bytes:
         """The mapping, made on first use after unpickling."""
@@ -185,6 +212,8 @@ class LocalRecordReader(Records):
         magic, lrec = _unpack_part_header(buf, offset)
         end = offset + 8 + lrec
         if magic == _MAGIC and lrec < _FULL_LIMIT and end + (-lrec & 3) <= len(buf):
+            if self._pending_check is not None:
+                self._pending_check(buf, offset, end)
             return buf, offset + 8, end
         return buf, -1, -1
 
@@ -197,13 +226,18 @@ class LocalRecordReader(Records):
         """The record at ``position`` the careful way: multi-part records, and errors that name the key."""
         offset = self._table[position]
         try:
-            return framing.decode_record(buf, offset, self.path)[0]
+            payload, after = framing.decode_record(buf, offset, self.path)
         except RecordFormatError as exc:
+            if self._pending_check is not None:  # damaged bytes are named as such, before what they broke
+                self._pending_check(buf, offset, min(len(buf), max(offset, exc.offset) + 8))
             if self.index_path is not None and not framing.is_record_start(buf, offset):
                 raise IndexFileError(
                     self.index_path, f"key {self.keys[position]!r}: offset {offset} is not the start of a "
                     f"record in {self.path}: {exc.reason}", key=self.keys[position]) from None
             raise
+        if self._pending_check is not None:
+            self._pending_check(buf, offset, after)
+        return payload
 
     def view(self, position: int) -> memoryview:
         """The record at ``position`` without a copy (a copy only for multi-part records).
@@ -225,6 +259,8 @@ class LocalRecordReader(Records):
                 lrec = words[at + 1].astype(np.int64)
                 ends = offsets + 8 + lrec
                 whole = (words[at] == _MAGIC) & (lrec < _FULL_LIMIT) & (ends + (-lrec & 3) <= size)
+                if self._pending_check is not None and len(offsets):
+                    self._pending_check(buf, int(offsets.min()), int(np.minimum(ends, size).max()))
                 for position, (start, end, ok) in enumerate(
                         zip((offsets + 8).tolist(), ends.tolist(), whole.tolist(), strict=True), first):
                     yield buf[start:end] if ok else self._decode(buf, position)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import KeyType
 from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.records import Records
@@ -16,7 +17,8 @@ from mxrec.storage.filesystem import StorageOptions, is_url
 def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
                  storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
-                 size: int | None = None, version: str | None = None) -> Records:
+                 size: int | None = None, version: str | None = None,
+                 checksums: BlockChecksums | bool | None = None) -> Records:
     """Open one ``.rec`` file, by position or by key, wherever it lives.
 
     A :class:`~mxrec.io.local_reader.LocalRecordReader` for a local path (or
@@ -52,6 +54,10 @@ def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None
     size, version
         For a URL: the file's size and version when the caller knows them,
         which saves the request that asks for them.
+    checksums
+        The file's block checksums (:mod:`mxrec.format.checksums`), checked as
+        records are read; ``None`` (default): its sidecar ``NAME.checksums`` if
+        there is one; ``True``: the sidecar is required; ``False``: none.
 
     Returns
     -------
@@ -67,8 +73,11 @@ def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None
         with ``index=True``.
     OptionError
         ``duplicates`` is neither ``"error"`` nor ``"last"``.
+    ChecksumError
+        The checksums are malformed or belong to another version of the file.
     """
     if isinstance(path, str) and is_url(path):
         return RemoteRecordReader(path, index, key_type, duplicates=duplicates, strict=strict,
-                                  storage_options=storage_options, cache_dir=cache_dir, size=size, version=version)
-    return LocalRecordReader(path, index, key_type, duplicates=duplicates, strict=strict)
+                                  storage_options=storage_options, cache_dir=cache_dir, size=size, version=version,
+                                  checksums=checksums)
+    return LocalRecordReader(path, index, key_type, duplicates=duplicates, strict=strict, checksums=checksums)

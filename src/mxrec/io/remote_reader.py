@@ -20,12 +20,18 @@ Every fetched record is checked (its length by the fetch, its framing when
 decoded); bytes that fail the framing check are fetched once more, bypassing
 the cache (a misbehaving server can answer with an error page as data), and
 then raise :class:`~mxrec.errors.RecordFormatError` naming the URL, the byte
-offset and the record's key. Pickling keeps the URL, the options and the
+offset and the record's key. With block checksums (the sidecar ``NAME.checksums``,
+or those a manifest lists: :mod:`mxrec.format.checksums`) reads fetch the runs of
+whole blocks that hold the records and check every block (:mod:`mxrec.io.checksummed`);
+a block that fails is dropped from the block cache and fetched once more, and a
+block that fails again is a :class:`~mxrec.errors.ChecksumError` naming the URL,
+the byte range and its records. Pickling keeps the URL, the options and the
 parsed index; each process opens its own connections on first use.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -44,14 +50,16 @@ from mxrec.errors import (
     TruncatedRecordError,
 )
 from mxrec.format import framing
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
+from mxrec.io.checksummed import local_verifier, records_between
 from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
 from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.files import read_bytes
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.filesystem import StorageOptions, is_url, storage_of
 from mxrec.storage.remote_file import RemoteFile
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
@@ -98,14 +106,15 @@ class RemoteRecordReader(Records):
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
                  storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
-                 size: int | None = None, version: str | None = None) -> None:
+                 size: int | None = None, version: str | None = None,
+                 checksums: BlockChecksums | bool | None = None) -> None:
         if duplicates not in ("error", "last"):
             raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
         self.path = os.fspath(path)
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = storage_of(storage_options)
         self.damage: RecordFormatError | None = None
         self.scanned = False
         self._closed = False
@@ -120,6 +129,7 @@ class RemoteRecordReader(Records):
         self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
+        self._verifier = local_verifier(self.path, self.file.size, checksums, self._records_between, self.file.storage)
         self._window: ShuffleWindow | None = None  # see read_ahead
         self._origin = 0
         self._extents: dict[int, tuple[int, int] | None] = {}
@@ -236,7 +246,7 @@ class RemoteRecordReader(Records):
         at = np.where(at < 0, at + len(self.offsets), at)
         starts, ends = self.offsets[at].tolist(), self.ends[at].tolist()
         ranges = list(zip(starts, ends, strict=True))
-        datas = self.file.read_ranges(ranges) if self._window is None else self._windowed(at, ranges)
+        datas = self._read(ranges) if self._window is None else self._windowed(at, ranges)
         out = []
         for position, (start, end), data in zip(at.tolist(), ranges, datas, strict=True):
             try:
@@ -288,8 +298,7 @@ class RemoteRecordReader(Records):
         window = self._window
         numbers = ((at + self._origin) // window.shuffle_block).tolist()
         together = sorted({n for n in numbers if self._extent(n) is not None})
-        blocks = window.blocks(self.path, together, lambda missing: self.file.read_ranges(
-            [self._extent(n) for n in missing]))
+        blocks = window.blocks(self.path, together, lambda missing: self._read([self._extent(n) for n in missing]))
         out: list[bytes | None] = [None] * len(ranges)
         apart = []
         for slot, (n, (start, end)) in enumerate(zip(numbers, ranges, strict=True)):
@@ -298,13 +307,43 @@ class RemoteRecordReader(Records):
                 apart.append(slot)
             else:
                 out[slot] = blocks[n][start - extent[0]:end - extent[0]]
-        for slot, data in zip(apart, self.file.read_ranges([ranges[s] for s in apart]), strict=True):
+        for slot, data in zip(apart, self._read([ranges[s] for s in apart]), strict=True):
             out[slot] = data
         return out  # type: ignore[return-value]
 
+    def _records_between(self, start: int, end: int) -> str:
+        return records_between(self.offsets, self.keys, start, end)
+
+    def _read(self, ranges: list[tuple[int, int]], *, fresh: bool = False) -> list[bytes]:
+        """The bytes of ``ranges``; with checksums, fetched as runs of whole blocks, each block checked (one that
+        fails is dropped from the cache and fetched once more before it is called damaged)."""
+        verifier = self._verifier
+        if verifier is None:
+            return self.file.read_ranges(ranges, fresh=fresh)
+        runs = verifier.runs(ranges)
+        datas = self.file.read_ranges(runs, fresh=fresh)
+        for slot, ((start, end), data) in enumerate(zip(runs, datas, strict=True)):
+            if verifier.bad_blocks(data, start):  # dropped from the cache, fetched again (into the cache)
+                self.file.forget(start, end)
+                data = datas[slot] = self.file.read_ranges([(start, end)])[0]
+                bad = verifier.bad_blocks(data, start)
+                if bad:
+                    self.file.forget(start, end)
+                    raise verifier.error(*bad[0], note=", twice: the stored file is damaged") from None
+        starts = [start for start, _ in runs]
+        out = []
+        for start, end in ranges:
+            if end <= start:
+                out.append(b"")
+                continue
+            run = bisect.bisect_right(starts, start) - 1
+            base = runs[run][0]
+            out.append(datas[run][start - base:end - base])
+        return out
+
     def _refetch(self, position: int, start: int, end: int) -> bytes:
         """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""
-        data = self.file.read_ranges([(start, end)], fresh=True)[0]
+        data = self._read([(start, end)], fresh=True)[0]
         try:
             return framing.decode_record(data, 0)[0]
         except RecordFormatError as exc:

@@ -21,11 +21,13 @@ marker, which no reader takes for a set, and is named on the error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
 
 from mxrec.errors import ManifestError, OptionError
+from mxrec.format.checksums import BlockChecksums, compute
 from mxrec.format.framing import encoded_size
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, marker_text, parse_manifest
 from mxrec.io.writer import RecordWriter
@@ -33,6 +35,7 @@ from mxrec.storage.atomic import atomic_open
 from mxrec.storage.commit import Commit, numbered_files
 from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions, basename, check_writable, is_url, join, parent
+from mxrec.storage.memory_map import mapped
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
@@ -85,18 +88,58 @@ def write_manifest(path: str | os.PathLike, manifest: Manifest, storage_options:
 
 
 def describe_shards(paths: list[tuple[str, str | None]], records: list[int], folder: str,
-                    written: list[tuple[str, str | None]] | None = None) -> Manifest:
-    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each, names relative to ``folder``.
+                    written: list[tuple[str, str | None]] | None = None,
+                    checksums: list[BlockChecksums | None] | None = None) -> Manifest:
+    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each (with their block ``checksums``),
+    names relative to ``folder``.
 
     Sizes are read from ``written`` (where the bytes are now, e.g. local spool files of remote shards), by default
     from ``paths``.
     """
     entries = []
-    for (rec, idx), (rec_now, idx_now), count in zip(paths, written or paths, records, strict=True):
+    for (rec, idx), (rec_now, idx_now), count, sums in zip(paths, written or paths, records,
+                                                           checksums or [None] * len(paths), strict=True):
         entries.append(ShardEntry(
             rec=_relative(rec, folder), idx=None if idx is None else _relative(idx, folder), records=count,
-            rec_bytes=os.path.getsize(rec_now), idx_bytes=None if idx_now is None else os.path.getsize(idx_now)))
+            rec_bytes=os.path.getsize(rec_now), idx_bytes=None if idx_now is None else os.path.getsize(idx_now),
+            checksums=sums))
     return Manifest(tuple(entries))
+
+
+def add_manifest_checksums(path: str | os.PathLike, storage_options: StorageOptions = None) -> Manifest:
+    """Compute the block checksums of every shard a manifest lists and write the manifest again with them (each
+    shard read once, whole; the shards are not touched). ``mxrec index --checksums-only SET.manifest.json``.
+
+    Parameters
+    ----------
+    path
+        The manifest (a path or URL).
+    storage_options
+        For URLs: the storage settings.
+
+    Returns
+    -------
+    Manifest
+        The manifest written.
+
+    Raises
+    ------
+    ManifestError
+        A shard differs from the manifest (its size).
+    """
+    path = os.fspath(path)
+    manifest = read_manifest(path, storage_options)
+    folder = parent(path)
+    entries = []
+    for number, entry in enumerate(manifest.shards):
+        with mapped(join(folder, entry.rec), storage_options) as buf:
+            if len(buf) != entry.rec_bytes:
+                raise ManifestError(path, f"shard {number} ({entry.rec}) has {len(buf)} bytes, the manifest says "
+                                          f"{entry.rec_bytes}")
+            entries.append(dataclasses.replace(entry, checksums=compute(buf)))
+    updated = Manifest(tuple(entries))
+    write_manifest(path, updated, storage_options)
+    return updated
 
 
 def stale_shards(rec_path: str, count: int, storage_options: StorageOptions = None) -> list[str]:
@@ -118,11 +161,12 @@ def _relative(path: str, folder: str) -> str:
 
 @dataclass
 class _Done:
-    """A finished shard: its final names, records and sizes."""
+    """A finished shard: its final names, records, sizes and block checksums."""
 
     final: tuple[str, str]
     records: int
     sizes: tuple[int, int]
+    checksums: BlockChecksums | None
 
 
 class ShardedWriter:
@@ -170,7 +214,7 @@ class ShardedWriter:
             staged_idx = self.commit.path_for(idx)  # (the .idx before the .rec: see the commit protocol)
             staged_rec = self.commit.path_for(rec)
             self._staged = (staged_rec, staged_idx)
-            current = self._current = RecordWriter(staged_rec, staged_idx)
+            current = self._current = RecordWriter(staged_rec, staged_idx, sidecar=False)  # (sums: the manifest)
         return current.write(payload, key)
 
     def _finish_shard(self) -> None:
@@ -182,7 +226,7 @@ class ShardedWriter:
         sizes = (os.path.getsize(rec), os.path.getsize(idx))
         self.commit.finish(final[1])
         self.commit.finish(final[0])
-        self._done.append(_Done(final, len(current), sizes))
+        self._done.append(_Done(final, len(current), sizes, current.checksums))
 
     def close(self) -> None:
         """Publish every shard, then the manifest, then remove stale shards (see the class doc). Idempotent."""
@@ -194,7 +238,7 @@ class ShardedWriter:
                 self._finish_shard()
             folder = parent(self.manifest_path) or os.curdir
             manifest = Manifest(tuple(ShardEntry(_relative(d.final[0], folder), _relative(d.final[1], folder),
-                                                 d.records, d.sizes[0], d.sizes[1]) for d in self._done))
+                                                 d.records, d.sizes[0], d.sizes[1], d.checksums) for d in self._done))
             stale = stale_shards(self.rec_path, len(self._done), self.storage_options)
         except BaseException as exc:
             self._remove_everything(exc)

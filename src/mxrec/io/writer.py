@@ -16,6 +16,12 @@ Guarantees:
   uploads nothing, and a failed upload of either file leaves neither.
 * A writer belongs to the process that opened it; using it in a forked child
   raises :class:`~mxrec.errors.ForkedWriterError` instead of interleaving bytes.
+* Block checksums (:mod:`mxrec.format.checksums`) are computed from the bytes as
+  they reach the file (read back from the page cache: by the writing thread with
+  ``write_behind``, else when the file is flushed), and written to the sidecar
+  ``NAME.checksums``, published with the pair; :attr:`RecordWriter.checksums`
+  holds them after :meth:`RecordWriter.close` (a sharded writer keeps them in its
+  manifest instead). An output that cannot be read back (a pipe, a device) gets none.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 
-from mxrec.errors import ClosedFileError, ForkedWriterError, OptionError
+from mxrec.errors import ClosedFileError, ForkedWriterError, MxrecError, OptionError
 from mxrec.format import framing
+from mxrec.format.checksums import BlockChecksums, Summer, checksums_path, format_sidecar
 from mxrec.format.idx import KeyType, format_index, index_path_for
-from mxrec.storage.atomic import PartialFile, RemoteOutput, output_for
+from mxrec.storage.atomic import PartialFile, RemoteOutput, atomic_open, is_stream_node, output_for
 from mxrec.storage.commit import Commit
+from mxrec.storage.files import remove_file
 from mxrec.storage.filesystem import StorageOptions, is_url, local_path
 from mxrec.storage.write_behind import WriteBehind
 
@@ -54,6 +62,7 @@ _join = b"".join
 _GROUP = 256  # small records framed and checked together by write_batch
 _WRITE_THROUGH = 64 << 10  # records from this size on bypass the file buffer
 _IOV_MAX = 1024  # buffers one writev call may take (POSIX's minimum for IOV_MAX)
+_READ_BACK = 8 << 20  # bytes read back at once to sum them
 
 
 class RecordWriter:
@@ -88,6 +97,11 @@ class RecordWriter:
         :meth:`close`.
     storage_options
         For a URL: fsspec options (credentials, endpoint).
+    checksums
+        Compute block checksums of the ``.rec`` (:attr:`checksums` after :meth:`close`).
+    sidecar
+        Write them to ``NAME.checksums`` beside the ``.rec`` (default: whenever they are computed); a writer that
+        keeps them elsewhere (a shard set's manifest) passes ``False``.
 
     Raises
     ------
@@ -97,12 +111,14 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, atomic: bool = False, buffer_size: int = 1 << 20,
-                 write_behind: bool = False, storage_options: StorageOptions = None) -> None:
+                 write_behind: bool = False, storage_options: StorageOptions = None, checksums: bool = True,
+                 sidecar: bool = True) -> None:
         self.path = local_path(path)
         if index is True:
             index = index_path_for(self.path)
         self.index_path: str | None = local_path(index) if index else None
         self.key_type = key_type
+        self._storage = storage_options
         if is_url(self.path) or (self.index_path is not None and is_url(self.index_path)):
             atomic = True  # a remote file is uploaded whole by close()
         self.atomic = atomic
@@ -114,25 +130,39 @@ class RecordWriter:
         # Index entries not yet written: keys and offsets, formatted in bulk by flush().
         self._pending_keys: list = []
         self._pending_offsets: list[int] = []
+        self.checksums: BlockChecksums | None = None
+        checksums = checksums and (is_url(self.path) or not is_stream_node(self.path))
+        self.sidecar_path = checksums_path(self.path) if checksums and sidecar else None
+        # an older file's checksums must never stand beside this one's bytes (unless the caller keeps none there)
+        self._stale_sidecar = checksums_path(self.path) if sidecar and self.sidecar_path is None else None
         # With ``atomic`` the output is written under names no reader takes and published by close(): one file
-        # through its partial file (or spool file), a .rec with its .idx through one commit.
+        # through its partial file (or spool file), several (the .rec, its .idx, its checksums) through one commit,
+        # the .rec last.
         self._output: PartialFile | RemoteOutput | None = None
         self._commit: Commit | None = None
-        rec_target, idx_target = self.path, self.index_path
-        if atomic and self.index_path is not None:
+        files = [p for p in (self.sidecar_path, self.index_path) if p is not None] + [self.path]
+        targets = dict(zip(files, files, strict=True))
+        if atomic and len(files) > 1:
             self._commit = Commit(self.path, storage_options)
-            idx_target = self._commit.path_for(self.index_path)  # (the .idx is published first, the .rec last)
-            rec_target = self._commit.path_for(self.path)
+            targets = {name: self._commit.path_for(name) for name in files}
         elif atomic:
             self._output = output_for(self.path, storage_options)
-            rec_target = self._output.path
+            targets[self.path] = self._output.path
+        else:
+            stale = self.sidecar_path or self._stale_sidecar
+            if stale is not None and not is_url(stale) and os.path.lexists(stale):
+                os.unlink(stale)
+            self._stale_sidecar = None
+        self._sidecar_target = targets.get(self.sidecar_path)
+        rec_target = targets[self.path]
         self._rec: BinaryIO | None = open(rec_target, "wb", buffering=buffer_size)
+        self._summer = _ReadBack.open(rec_target, self._rec) if checksums else None
         if write_behind:
-            self._behind = _WrittenBehind(rec_target, self._rec)
+            self._behind = _WrittenBehind(rec_target, self._rec, self._summer)
         self._idx: TextIO | None = None
         if self.index_path is not None:
             try:
-                self._idx = open(idx_target, "w", encoding="utf-8", newline="")
+                self._idx = open(targets[self.index_path], "w", encoding="utf-8", newline="")
             except BaseException:
                 self._close_files()
                 raise
@@ -233,6 +263,9 @@ class RecordWriter:
             self._list(listed)
             return
         block = _Block(listed[0][1], self._position, items)
+        if self._summer is not None and self._summer.fed < block.start:  # bytes write() put before this block
+            self._settle()  # (the writing thread idle: the sums are this thread's now)
+            self._summer.catch_up(block.start)
         try:  # rec's buffer is empty; write() and flush() wait for the block (and its check)
             self._behind.submit(rec, chunks, block)
         except _MagicInBlock as fault:  # an earlier block held a magic: it and every later one, this one included
@@ -273,6 +306,8 @@ class RecordWriter:
         os.ftruncate(rec.fileno(), first.start)
         rec.seek(first.start)
         self._position = first.start
+        if self._summer is not None:
+            self._summer.rollback(first.start)
         for block in blocks:
             for key, pieces in block.items:
                 self.write(_join(pieces), key)
@@ -371,6 +406,8 @@ class RecordWriter:
         if self._behind is not None:
             self._settle()
         self._rec.flush()
+        if self._summer is not None:
+            self._summer.catch_up(self._position)
         if self._idx is not None and self._pending_offsets:
             self._idx.write(format_index(self._pending_keys, self._pending_offsets))
             self._pending_keys.clear()
@@ -383,35 +420,61 @@ class RecordWriter:
             return
         try:
             self.flush()
-        finally:
+            if self._summer is not None:
+                self.checksums = self._summer.result(self._position)
+                if self._sidecar_target is not None:
+                    self._write_sidecar()
+            elif self._commit is not None and self._sidecar_target is not None:
+                self._commit.forget(self.sidecar_path)  # (no sums: a file that cannot be read back)
             self._close_files()
+            if self._stale_sidecar is not None:  # (before the new bytes appear: no moment pairs them with old sums)
+                remove_file(self._stale_sidecar, self._storage)
+            if self._commit is not None:  # a remote output: the spool files uploaded into the staging folder
+                for name in self._commit.finals:
+                    self._commit.finish(name)
+        except BaseException as exc:  # nothing is published
+            self._close_files()
+            self.abort_outputs(exc)
+            raise
         if self._output is not None:
             self._output.commit()
         elif self._commit is not None:
-            try:
-                self._commit.finish(self.index_path)
-                self._commit.finish(self.path)
-            except BaseException as exc:  # a failed upload: neither file is published
-                self._commit.abort(exc)
-                raise
-            self._commit.publish()
+            self._commit.publish()  # (which cleans up after itself)
+
+    def _write_sidecar(self) -> None:
+        text = format_sidecar(self.checksums)
+        if self._commit is not None:  # (published with the pair)
+            with open(self._sidecar_target, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+            return
+        with atomic_open(self._sidecar_target, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
 
     def abort(self) -> None:
         """Close without finishing: with ``atomic=True`` the partial files are removed."""
         if self._rec is None:
             return
         self._close_files()
+        self.abort_outputs()
+
+    def abort_outputs(self, cause: BaseException | None = None) -> None:
+        """Remove the partial files of an atomic writer (its files are closed); what cannot be removed is named in
+        a note on ``cause``."""
         if self._output is not None:
             self._output.discard()
         elif self._commit is not None:
-            self._commit.abort()
+            self._commit.abort(cause)
 
     def _close_files(self) -> None:
         rec, idx = self._rec, self._idx
         self._rec = self._idx = None
+        if rec is None:
+            return
         try:
             if self._behind is not None:
                 self._behind.close()  # close() waited for the writes already; abort() drops them
+            if self._summer is not None:
+                self._summer.close()
             rec.close()
         finally:
             if idx is not None:
@@ -517,9 +580,10 @@ class _WrittenBehind:
     a device), :attr:`can_check` is false and the payloads are scanned before they are framed, as without a
     writing thread."""
 
-    def __init__(self, path: str, rec: BinaryIO) -> None:
+    def __init__(self, path: str, rec: BinaryIO, summer: _ReadBack | None = None) -> None:
         self.thread = WriteBehind()
         self.blocks: list[_Block] = []  # handed to the thread and not known to be good yet, in order
+        self.summer = summer  # the block checksums, fed by the thread from the pages it reads back anyway
         self._fd: int | None = None
         if stat.S_ISREG(os.fstat(rec.fileno()).st_mode):
             try:
@@ -533,6 +597,8 @@ class _WrittenBehind:
 
     def submit(self, rec: BinaryIO, chunks: list, block: _Block) -> None:
         """Hand ``block`` to the thread (raises :class:`_MagicInBlock` for an earlier one)."""
+        if self.summer is not None and self._fd is not None:
+            self.summer.fed = block.end  # (from here the thread feeds the sums, in order)
         self.blocks.append(block)
         self.thread.submit(self._write_and_check, rec, chunks, block)
         del self.blocks[:len(self.blocks) - self.thread.waiting]  # the ones before are written and good
@@ -550,6 +616,8 @@ class _WrittenBehind:
             written, base, close = os.pread(self._fd, size, block.start), block.start, None
         try:
             found = np.count_nonzero(np.frombuffer(written, "<u4", size // 4, block.start - base) == _MAGIC_WORD)
+            if found == len(block.items) and self.summer is not None:
+                self.summer.feed(memoryview(written)[block.start - base:block.end - base], block.start)
         finally:
             if close is not None:
                 close()
@@ -572,6 +640,46 @@ class _WrittenBehind:
 
     def close(self) -> None:
         self.thread.cancel()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class _ReadBack(Summer):
+    """The block checksums of a file being written, summed from its bytes read back from the page cache: by the
+    writing thread as it checks each block (:class:`_WrittenBehind`), and by :meth:`catch_up` for what was written
+    otherwise. :attr:`fed` is where the bytes handed on so far end (summed, or being summed by the thread)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fed = 0
+        self._fd: int | None = fd
+
+    @classmethod
+    def open(cls, path: str, rec: BinaryIO) -> _ReadBack | None:
+        """The sums of the file ``rec`` opened at ``path``; ``None`` when it cannot be read back (not a regular
+        file, or one this process may write but not read)."""
+        if not stat.S_ISREG(os.fstat(rec.fileno()).st_mode):
+            return None
+        try:
+            return cls(os.open(path, os.O_RDONLY))
+        except OSError:
+            return None
+
+    def catch_up(self, upto: int) -> None:
+        """Sum the file's bytes up to ``upto`` (flushed to the operating system) not summed yet."""
+        while self.done < upto:
+            data = os.pread(self._fd, min(upto - self.done, _READ_BACK), self.done)
+            if not data:
+                raise MxrecError(f"checksums: the file ends at {self.done} bytes, before {upto}")
+            self.feed(data, self.done)
+        self.fed = max(self.fed, upto)
+
+    def rollback(self, offset: int) -> None:
+        super().rollback(offset)
+        self.fed = self.done
+
+    def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

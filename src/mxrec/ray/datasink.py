@@ -43,6 +43,7 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.datasource.datasink import WriteResult
 
 from mxrec.errors import MissingFolderError, OptionError, PackError, ParameterError
+from mxrec.format.checksums import BlockChecksums
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.manifest import Manifest, manifest_path, marker_text
 from mxrec.io.opener import RecordReader
@@ -61,6 +62,7 @@ from mxrec.storage.commit import Commit
 from mxrec.storage.filesystem import is_url
 
 Notes = dict[str, Any]  # what a write task reports beyond its shards (see RecordSink.records)
+Staged = tuple[str, str, int, BlockChecksums | None]  # a task's shard: .rec and .idx in staging, records, checksums
 
 
 def _shard_limit(shard_size: ShardLimit | int | str | None) -> ShardLimit | None:
@@ -109,13 +111,13 @@ class RecordSink(Datasink):
 
     def on_write_complete(self, write_result: WriteResult) -> None:
         self.returns = sorted(write_result.write_returns, key=lambda r: r["order"])
-        staged = [(os.path.join(self.staging, rec), os.path.join(self.staging, idx), count)
-                  for r in self.returns for rec, idx, count in r["shards"] if count > 0]
+        staged = [(os.path.join(self.staging, rec), os.path.join(self.staging, idx), count, sums)
+                  for r in self.returns for rec, idx, count, sums in r["shards"] if count > 0]
         if self.exact_shards:
             staged = self._recut(staged)
         self.manifest = self._commit(staged)
 
-    def _recut(self, staged: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    def _recut(self, staged: list[Staged]) -> list[Staged]:
         """Shards of exactly ``limit.records`` records (the last one fewer), as one local writer cuts them.
 
         The tasks' shards are kept when they already are; otherwise (a task wrote fewer records than it was
@@ -123,14 +125,14 @@ class RecordSink(Datasink):
         """
         if self.limit is None or self.limit.records is None:
             return staged
-        if all(count == self.limit.records for *_, count in staged[:-1]):
+        if all(count == self.limit.records for _, _, count, _ in staged[:-1]):
             return staged
         with ShardedWriter(os.path.join(self.staging, f"exact-{uuid.uuid4().hex[:8]}.rec"), self.limit) as writer:
-            for rec, idx, _ in staged:
+            for rec, idx, _, _ in staged:
                 with RecordReader(rec, idx) as reader:
                     for key, payload in zip(reader.keys, reader, strict=True):
                         writer.write(payload, key)
-        return [(os.path.join(self.staging, e.rec), os.path.join(self.staging, e.idx), e.records)
+        return [(os.path.join(self.staging, e.rec), os.path.join(self.staging, e.idx), e.records, e.checksums)
                 for e in read_manifest(writer.manifest_path).shards]
 
     def on_write_failed(self, error: Exception) -> None:
@@ -158,16 +160,17 @@ class RecordSink(Datasink):
         self.commit.abort()
         shutil.rmtree(self.staging, ignore_errors=True)
 
-    def _commit(self, staged: list[tuple[str, str, int]]) -> Manifest:
+    def _commit(self, staged: list[Staged]) -> Manifest:
         """Publish the staged shards behind a marker, the manifest last, then clear away what it does not list
         (the staging folder with dead attempts' files and empty shards, an older set's later shards)."""
         finals = [shard_paths(self.rec_path, number) for number in range(len(staged))]
-        for (rec, idx, _), (final_rec, final_idx) in zip(staged, finals, strict=True):
+        for (rec, idx, _, _), (final_rec, final_idx) in zip(staged, finals, strict=True):
             self.commit.adopt(idx, final_idx)  # (the .idx before its data: see the commit protocol)
             self.commit.adopt(rec, final_rec)
         folder = os.path.dirname(self.manifest_path)
-        manifest = describe_shards(finals, [count for _, _, count in staged], folder,
-                                   written=[(rec, idx) for rec, idx, _ in staged])
+        manifest = describe_shards(finals, [count for _, _, count, _ in staged], folder,
+                                   written=[(rec, idx) for rec, idx, _, _ in staged],
+                                   checksums=[sums for *_, sums in staged])
         names = [name for shard in manifest.shards for name in (shard.rec, shard.idx)]
         self.commit.publish(manifest=(self.manifest_path, marker_text(self.job_id, names), manifest.to_json()),
                             stale=stale_shards(self.rec_path, len(finals)))
@@ -196,16 +199,18 @@ class RecordSink(Datasink):
             shards = []
         elif isinstance(writer, ShardedWriter):
             writer.close()
-            shards = [(e.rec, e.idx, e.records) for e in read_manifest(writer.manifest_path).shards]
+            shards = [(e.rec, e.idx, e.records, e.checksums) for e in read_manifest(writer.manifest_path).shards]
         else:
             writer.close()
-            shards = [(os.path.basename(writer.path), os.path.basename(writer.index_path), len(writer))]
+            shards = [(os.path.basename(writer.path), os.path.basename(writer.index_path), len(writer),
+                       writer.checksums)]
         return {"task": ctx.task_idx, "order": ctx.task_idx, "shards": shards, **notes}
 
     def _open(self, base: str, first_key: object) -> RecordWriter | ShardedWriter:
         """The writer of one task, for keys of the first key's type (strings, else integers)."""
         if self.limit is None:
-            return RecordWriter(base, index=True, key_type=str if isinstance(first_key, str) else int, atomic=True)
+            return RecordWriter(base, index=True, key_type=str if isinstance(first_key, str) else int, atomic=True,
+                                sidecar=False)  # (the sums go in the manifest)
         if isinstance(first_key, str):
             raise OptionError(f"write_recordio: shard_size needs integer keys, not strings like {first_key!r}")
         return ShardedWriter(base, self.limit)

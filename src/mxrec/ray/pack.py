@@ -113,7 +113,7 @@ class PackSink(RecordSink):
         returns = sorted(write_result.write_returns, key=lambda r: r["order"])
         self.result.skipped = [note for r in returns for note in r.get("skipped", ())]
         self.result.not_images = [note for r in returns for note in r.get("not_images", ())]
-        if not any(count for r in returns for *_, count in r["shards"]):
+        if not any(count for r in returns for _, _, count, _ in r["shards"]):
             raise nothing_packed(self.result, self.images)
         super().on_write_complete(write_result)
 

@@ -103,6 +103,11 @@ class BlockCache:
         self.hits += 1
         return data
 
+    def drop(self, file_id: str, number: int) -> None:
+        """Forget block ``number`` (its bytes failed a check): the next read fetches it again."""
+        with contextlib.suppress(OSError):
+            os.unlink(self._path(file_id, number))
+
     def put(self, file_id: str, number: int, data: bytes) -> None:
         """Store block ``number`` atomically (a private temporary name, then a rename)."""
         folder = os.path.join(self.directory, file_id)

@@ -166,6 +166,17 @@ class Commit:
         output's file system), to be published as ``final``."""
         self._entries.append(_Entry(local_path(final), local_path(staged)))
 
+    def forget(self, final: str) -> None:
+        """Drop ``final`` from the output: its staged or spooled bytes are removed, it will not be published."""
+        final = local_path(final)
+        spool = self._spools.pop(final, None)
+        if spool is not None:
+            discard(spool)
+        for entry in [e for e in self._entries if e.final == final]:
+            self._entries.remove(entry)
+            if entry.partial is not None:
+                entry.partial.discard()
+
     @property
     def finals(self) -> list[str]:
         """The final names of the files staged so far, in publishing order."""

@@ -1,7 +1,7 @@
 """Operations on a file wherever it lives: a local path goes to the operating system, a URL to the request layer.
 
 The helpers callers use for small files and listings, local or remote alike: :func:`exists`, :func:`isdir`,
-:func:`read_bytes`, :func:`open_input`, :func:`glob`, :func:`listdir`. A remote one goes through
+:func:`read_bytes`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`. A remote one goes through
 :mod:`mxrec.storage.remote` (retried, time-limited, checked); a remote :func:`open_input` reads through
 :class:`~mxrec.storage.remote_file.RemoteFile`, so a stream (a ``.lst``, a Parquet footer) is retried and checked
 range by range too.
@@ -46,6 +46,14 @@ def open_input(path: str, mode: str = "rb", storage_options: StorageOptions = No
     if not is_url(path):
         return open(local_path(path), mode, **kwargs)
     return RemoteFile(path, storage_options).open(mode, **kwargs)
+
+
+def remove_file(path: str, storage_options: StorageOptions = None) -> None:
+    """Remove the file ``path`` if it is there (a remote one retried under the policy)."""
+    if is_url(path):
+        remote.remove(path, storage_options)
+    elif os.path.lexists(local_path(path)):
+        os.unlink(local_path(path))
 
 
 def glob(pattern: str, storage_options: StorageOptions = None) -> list[str]:

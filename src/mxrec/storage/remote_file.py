@@ -148,6 +148,15 @@ class RemoteFile:
         datas = self.fetch(merged)
         return [datas[m][off:off + end - start] for (m, off), (start, end) in zip(where, ranges, strict=True)]
 
+    def forget(self, start: int, end: int) -> None:
+        """Drop the cached blocks that hold bytes ``[start, end)`` (they failed a check): read again, they are
+        fetched again."""
+        if self.cache is None or end <= start:
+            return
+        file_id = self.cache.file_id(self.url, self.size, self.version)
+        for number in range(start // self.cache.block_size, (end - 1) // self.cache.block_size + 1):
+            self.cache.drop(file_id, number)
+
     def read(self, start: int, end: int) -> bytes:
         return self.read_ranges([(start, end)])[0]
 

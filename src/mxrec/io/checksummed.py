@@ -1,0 +1,183 @@
+"""Checking a ``.rec``'s block checksums as its records are read: each block the first time it is read.
+
+A :class:`BlockVerifier` holds a file's :class:`~mxrec.format.checksums.BlockChecksums` and which blocks this process
+has checked. The local reader checks the blocks under a record in its mapping before it hands the record out
+(:meth:`BlockVerifier.check_mapped`), once per block and process; once every block is checked, reading costs one
+test more. The remote reader reads the runs of whole blocks that hold what it wants (:meth:`BlockVerifier.runs`)
+and checks every block it fetched (:meth:`BlockVerifier.bad_blocks`): bytes that come from the block cache are
+checked too, and a bad cached block is dropped and fetched again before anything is said to be damaged.
+
+A mismatch is one :class:`~mxrec.errors.ChecksumError` naming the file, the byte range and the records in it
+(:func:`find_checksums` finds the checksums of a file: its sidecar, or what a manifest lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mxrec.errors import ChecksumError
+from mxrec.format.checksums import BLOCK_BYTES, BlockChecksums, checksums_path, compute, format_sidecar, parse_sidecar
+from mxrec.storage.atomic import atomic_open
+from mxrec.storage.files import read_bytes
+from mxrec.storage.filesystem import StorageOptions
+from mxrec.storage.memory_map import mapped
+
+#: Names the records in a byte range, for messages: ``describe(start, end) -> "records 12..40 (keys 12..40)"``.
+Describe = Callable[[int, int], str]
+
+
+def find_checksums(rec_path: str, size: int, storage: StorageOptions = None) -> BlockChecksums | None:
+    """The checksums of ``rec_path`` (``size`` bytes) from its sidecar ``NAME.checksums``, or ``None`` without one.
+
+    Raises
+    ------
+    ChecksumError
+        The sidecar is malformed or belongs to another version of the file.
+    """
+    sidecar = checksums_path(rec_path)
+    try:  # (one request for a remote file: a missing sidecar is a 404)
+        text = read_bytes(sidecar, storage)
+    except FileNotFoundError:  # RemoteNotFoundError too
+        return None
+    return parse_sidecar(text, sidecar, size)
+
+
+def records_between(offsets: np.ndarray, keys: Sequence, start: int, end: int) -> str:
+    """The records with bytes in ``[start, end)`` (those that begin there, and the one before, which may reach into
+    it), for messages: ``"record 7 (key 7)"`` or ``"records at positions 906..1810 (keys 906..1810)"``."""
+    if not len(offsets):
+        return "no record"
+    order = np.argsort(offsets, kind="stable")
+    starts = offsets[order]
+    first = max(0, int(np.searchsorted(starts, start, side="right")) - 1)  # the record holding byte ``start``
+    last = max(first, int(np.searchsorted(starts, end, side="left")) - 1)
+    lo, hi = int(order[first]), int(order[last])
+    if first == last:
+        return f"record {lo} (key {keys[lo]!r})"
+    return f"records at positions {lo}..{hi} (keys {keys[lo]!r}..{keys[hi]!r})"
+
+
+class BlockVerifier:
+    """The checksums of one file and the blocks already checked in this process (see the module docstring).
+
+    Parameters
+    ----------
+    checksums
+        The file's block checksums.
+    path
+        What messages name.
+    describe
+        Names the records in a byte range.
+    """
+
+    def __init__(self, checksums: BlockChecksums, path: str, describe: Describe) -> None:
+        self.checksums = checksums
+        self.path = path
+        self.describe = describe
+        self.checked = bytearray(len(checksums))
+        self.unchecked = len(checksums)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()  # a new process checks again what it reads (it maps the file anew)
+        state["checked"] = bytearray(len(self.checksums))
+        state["unchecked"] = len(self.checksums)
+        return state
+
+    def error(self, number: int, got: int, note: str = "") -> ChecksumError:
+        start, end = self.checksums.span(number)
+        return ChecksumError(self.path, f"fail their CRC-32C checksum (block {number}: expected "
+                                        f"{int(self.checksums.crcs[number]):#010x}, read {got:#010x}{note}): damaged "
+                                        f"data in {self.describe(start, end)}; copy the file again from its source",
+                             start=start, end=end)
+
+    def check_mapped(self, buf: bytes | memoryview, start: int, end: int) -> None:
+        """Check the blocks under bytes ``[start, end)`` of the whole file ``buf`` that are not checked yet."""
+        sums = self.checksums
+        checked = self.checked
+        for number in sums.covering(start, end):
+            if not checked[number]:
+                lo, hi = sums.span(number)
+                got = sums.mismatch(number, memoryview(buf)[lo:hi])
+                if got is not None:
+                    raise self.error(number, got)
+                checked[number] = 1
+                self.unchecked -= 1
+
+    def runs(self, ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The byte ranges of the runs of consecutive whole blocks that hold ``ranges`` (each block once): what a
+        remote read fetches so that it can check every block it uses, once."""
+        numbers = sorted({n for start, end in ranges for n in self.checksums.covering(start, end)})
+        runs: list[list[int]] = []
+        for n in numbers:
+            if runs and n == runs[-1][1] + 1:
+                runs[-1][1] = n
+            else:
+                runs.append([n, n])
+        return [(self.checksums.span(a)[0], self.checksums.span(b)[1]) for a, b in runs]
+
+    def bad_blocks(self, data: bytes | memoryview, start: int) -> list[tuple[int, int]]:
+        """``(block, CRC read)`` of each block in ``data`` (the file's bytes from ``start``, whole blocks) that
+        fails."""
+        sums = self.checksums
+        view = memoryview(data)
+        bad = []
+        for number in sums.covering(start, start + len(view)):
+            lo, hi = sums.span(number)
+            got = sums.mismatch(number, view[lo - start:hi - start])
+            if got is not None:
+                bad.append((number, got))
+        return bad
+
+
+def local_verifier(path: str, size: int, checksums: BlockChecksums | bool | None, describe: Describe,
+                   storage: StorageOptions = None) -> BlockVerifier | None:
+    """The verifier of a file from what its reader was given: checksums, ``None`` (its sidecar, if any) or
+    ``False`` (none: not checked)."""
+    if checksums is False:
+        return None
+    if checksums is None or checksums is True:
+        found = find_checksums(path, size, storage)
+        if found is None:
+            if checksums is True:
+                raise ChecksumError(checksums_path(path), f"no checksums beside {path} (checksums=True asks for them)")
+            return None
+        checksums = found
+    if checksums.size != size:
+        raise ChecksumError(path, f"its checksums describe {checksums.size} bytes, but it holds {size}: they belong "
+                                  "to another version of the file")
+    return BlockVerifier(checksums, path, describe)
+
+
+
+
+def write_checksums(rec_path: str, storage: StorageOptions = None, *,
+                    block_bytes: int = BLOCK_BYTES) -> BlockChecksums:
+    """Compute the block checksums of ``rec_path`` (an existing ``.rec``: MXNet's, say) and write its sidecar
+    ``NAME.checksums`` atomically beside it; the ``.rec`` and its ``.idx`` are not touched.
+
+    Parameters
+    ----------
+    rec_path
+        The ``.rec`` (a path or URL: a remote one is read once, whole).
+    storage
+        For URLs: the storage settings.
+    block_bytes
+        Bytes per block.
+
+    Returns
+    -------
+    BlockChecksums
+        What was written.
+    """
+    with mapped(rec_path, storage) as buf:
+        checksums = compute(buf, block_bytes)
+    write_sidecar(checksums_path(rec_path), checksums, storage)
+    return checksums
+
+
+def write_sidecar(path: str, checksums: BlockChecksums, storage: StorageOptions = None) -> None:
+    """Write a checksum sidecar atomically (uploaded whole for a URL)."""
+    with atomic_open(path, "w", encoding="utf-8", newline="\n", storage_options=storage) as f:
+        f.write(format_sidecar(checksums))
