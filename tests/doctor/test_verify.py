@@ -49,6 +49,7 @@ def expected_faults(d, decode: bool) -> dict:
         "padding": {o[d.padding_key]: "padding bytes are not zero"},
         "index": {2: "duplicate key", 7: f"offset {o[7] + 4} is not the start", 52: "not the start",
                   53: "not the start", 500: "past the end", o[7]: "not listed", o[8]: "not listed"},
+        "checksums": {},  # (the faults are written as raw bytes: no checksums recorded)
         "labels": {38: "no IRHeader: payload of 0 bytes", 39: "no IRHeader: payload of 10 bytes",
                    40: f"label 9 is not below num_classes={NUM_CLASSES}", 41: "label -1 is negative",
                    42: "label 2.5 is not a whole number", 44: "2 label value(s); most records have 1",
@@ -150,8 +151,8 @@ def test_golden_im2rec_train_and_val_pass(golden, mxrec_cli):
     photos = golden / "im2rec" / "photos200"
     train = verify_dataset(folder / "subtv_train.rec", lst=folder / "subtv_train.lst", root=photos,
                            against=folder / "subtv_val.rec", decode=True, num_classes=10)
-    assert [c.name for c in train.checks] == ["framing", "padding", "index", "labels", "balance", "images",
-                                               "shapes", "duplicates", "leakage", "lst"]
+    assert [c.name for c in train.checks] == ["framing", "padding", "index", "checksums", "labels", "balance",
+                                               "images", "shapes", "duplicates", "leakage", "lst"]
     assert train.ok
     assert all(c.ok for c in train.checks if c.name != "balance")
     assert train.check("images").details == {"images": 45, "decoded": True, "formats": {"jpeg": 45}, "faults": {}}
@@ -181,15 +182,15 @@ def test_golden_leakage_between_overlapping_sets(golden):
 def test_verify_recordio_keeps_its_checks(golden):
     damaged = golden / "seq" / "damaged" / "bad_magic_record2.rec"
     report = verify_recordio(damaged)
-    assert [c.name for c in report.checks] == ["framing", "padding"]
+    assert [c.name for c in report.checks] == ["framing", "padding", "checksums"]
     assert not report.check("framing").ok
     indexed = verify_recordio(golden / GOLDEN_TRAINVAL / "subtv_train.rec")
-    assert [c.name for c in indexed.checks] == ["framing", "padding", "index"] and indexed.ok
+    assert [c.name for c in indexed.checks] == ["framing", "padding", "index", "checksums"] and indexed.ok
 
 
 def test_raw_payloads_skip_the_content_checks(golden):
     report = verify_dataset(golden / "seq" / "seq.rec")
-    assert [c.name for c in report.checks] == ["framing", "padding", "content"]
+    assert [c.name for c in report.checks] == ["framing", "padding", "checksums", "content"]
     assert report.ok and "skipped" in report.check("content").summary
     forced = verify_dataset(golden / "seq" / "seq.rec", dataset_kind="image")
     assert "labels" in [c.name for c in forced.checks] and not forced.ok

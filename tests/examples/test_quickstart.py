@@ -25,4 +25,5 @@ def test_quickstart_keeps_a_folder_it_was_given(tmp_path):
     result = subprocess.run([sys.executable, str(QUICKSTART), str(out)], capture_output=True, text=True,
                             env=mxrec_env(), timeout=300)
     assert result.returncode == 0, result.stderr
-    assert sorted(p.name for p in Path(out).iterdir()) == ["photos.idx", "photos.labels", "photos.lst", "photos.rec"]
+    assert sorted(p.name for p in Path(out).iterdir()) == [
+        "photos.checksums", "photos.idx", "photos.labels", "photos.lst", "photos.rec"]

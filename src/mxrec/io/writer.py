@@ -669,10 +669,25 @@ class _ReadBack(Summer):
     def catch_up(self, upto: int) -> None:
         """Sum the file's bytes up to ``upto`` (flushed to the operating system) not summed yet."""
         while self.done < upto:
-            data = os.pread(self._fd, min(upto - self.done, _READ_BACK), self.done)
-            if not data:
-                raise MxrecError(f"checksums: the file ends at {self.done} bytes, before {upto}")
-            self.feed(data, self.done)
+            start = self.done
+            stop = min(upto, start + _READ_BACK)
+            base = start - start % mmap.ALLOCATIONGRANULARITY
+            try:  # the pages just written, mapped from the page cache: summed without a copy
+                pages = mmap.mmap(self._fd, stop - base, access=mmap.ACCESS_READ, offset=base)
+            except (OSError, ValueError):  # a file system that cannot map files
+                data = os.pread(self._fd, stop - start, start)
+                if len(data) != stop - start:
+                    raise MxrecError(f"checksums: the file ends before byte {stop}") from None
+                self.feed(data, start)
+                continue
+            try:
+                view = memoryview(pages)
+                try:
+                    self.feed(view[start - base:stop - base], start)
+                finally:
+                    view.release()
+            finally:
+                pages.close()
         self.fed = max(self.fed, upto)
 
     def rollback(self, offset: int) -> None:
