@@ -262,3 +262,25 @@ def test_a_bad_block_in_the_cache_is_dropped_and_fetched_again(s3_server, on_s3,
     assert again.read_batch(range(N)) == payloads()  # exact: the damaged cache block was fetched again
     assert len(s3_server.log.since(mark, method="GET", key="t.rec")) == 1
     assert cached.read_bytes() != bytes(data)  # and the cache holds the good bytes now
+
+
+# -- every writer of .rec outputs records them
+
+
+def test_convert_and_pack_outputs_carry_checksums(tmp_path, photos, im2rec):
+    import mxrec
+
+    source = written(tmp_path, "src.rec")
+    for folder in ("one", "sets", "packed"):
+        (tmp_path / folder).mkdir()
+    one = mxrec.convert(source, tmp_path / "one" / "out.rec")  # one .rec: its sidecar published with the pair
+    assert one.files == [str(tmp_path / "one" / "out.rec")]
+    assert sums_of(tmp_path / "one" / "out.rec") == compute((tmp_path / "one" / "out.rec").read_bytes())
+    mxrec.convert(source, tmp_path / "sets" / "out.rec", shard_size=1000, workers=2)  # shards: in the manifest
+    for entry in read_manifest(tmp_path / "sets" / "out.manifest.json").shards:
+        assert entry.checksums == compute((tmp_path / "sets" / entry.rec).read_bytes())
+    assert not list((tmp_path / "sets").glob("*.checksums"))
+    shutil.copy(im2rec / "default" / "sub.lst", tmp_path / "packed" / "sub.lst")
+    done = run_mxrec("pack", "--pass-through", "--no-progress", tmp_path / "packed" / "sub", photos)
+    assert done.returncode == 0, done.stderr
+    assert sums_of(tmp_path / "packed" / "sub.rec") == compute((tmp_path / "packed" / "sub.rec").read_bytes())
