@@ -155,7 +155,7 @@ def cpu_ms(rec: str, config: dict[str, Any], rounds: int = 7) -> dict[str, float
     sample by sample, the best of ``rounds`` for each, the mean over the samples: the costs without the noise of
     other processes on a shared machine (the iterator's threads run this work, the decode with the GIL released).
     """
-    from mxrec.datasets.shard_set import open_dataset
+    from mxrec.datasets.opening import open_dataset
     from mxrec.format.header import unpack_header
     from mxrec.image.codec import require_simplejpeg
     from mxrec.train.params import preprocess_params

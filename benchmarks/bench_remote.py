@@ -7,7 +7,7 @@ prints records/s, GETs per 1000 records (counted by the server) and bytes fetche
 * sequential scan: every record in file order;
 * block-shuffled epoch: the order mxrec uses for remote data by default (blocks of about 4 MiB, 8 a window),
   read a batch of 256 records at a time (``read_batch``) through the in-memory read-ahead window the
-  iterators give a block-shuffled remote reader (:meth:`mxrec.io.records.Records.read_ahead`);
+  iterators give a block-shuffled remote reader (:meth:`mxrec.io.records.Records.follow`);
 * fully random epoch: a global permutation, read a batch at a time;
 * cached second epoch: the block-shuffled epoch again, through a local block cache filled by the first.
 
@@ -30,8 +30,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from mxrec.io.opener import RecordReader
+from mxrec.io.order import DEFAULT_SHUFFLE_WINDOW, ReadPlan, epoch_order
 from mxrec.io.writer import RecordWriter
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, epoch_order
 from testkit.servers import S3Server
 
 BATCH = 256  # records per read_batch call, as one batch of a data loader
@@ -79,7 +79,7 @@ def run(server: S3Server, bucket: str, folder: Path, name: str, count: int, size
     }
     rows = []
     windowed = RecordReader(url, storage_options=options)
-    windowed.read_ahead(block, DEFAULT_SHUFFLE_WINDOW)
+    windowed.follow(ReadPlan(block, DEFAULT_SHUFFLE_WINDOW))
     for workload, order in orders.items():
         if order is None:
             def local_work():

@@ -12,7 +12,7 @@ import fsspec
 import pytest
 
 import mxrec
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import (
     MissingExtraError,

@@ -130,7 +130,7 @@ def test_no_import_circles_between_files():
 
 def test_only_the_io_rooms_ask_whether_data_is_remote():
     """Where the bytes live is the business of :mod:`mxrec.storage`, :mod:`mxrec.io` and :mod:`mxrec.datasets`:
-    consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``read_ahead``)."""
+    consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``follow``)."""
     found = [f"{p.relative_to(PACKAGE)}:{n}" for p in PACKAGE.rglob("*.py")
              if p.relative_to(PACKAGE).parts[0] not in ("storage", "io", "datasets")
              for n, line in enumerate(p.read_text().splitlines(), 1) if "is_remote" in line]

@@ -22,7 +22,8 @@ Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
 
 from mxrec import recordio
 from mxrec.datasets.face_set import FaceSet, read_face_set
-from mxrec.datasets.shard_set import ShardSetReader, open_dataset
+from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
 from mxrec.doctor.preview import contact_sheet
 from mxrec.doctor.repair import repair_dataset

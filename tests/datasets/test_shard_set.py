@@ -9,7 +9,8 @@ import uuid
 import fsspec
 import pytest
 
-from mxrec.datasets.shard_set import ShardSetReader, expand_braces, open_dataset
+from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.shard_set import ShardSetReader, expand_braces
 from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import DuplicateKeyError, ManifestError, RecordKeyError
 from mxrec.io.local_reader import LocalRecordReader

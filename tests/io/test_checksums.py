@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ChecksumError, ManifestError
 from mxrec.format.checksums import checksums_path, compute, parse_sidecar

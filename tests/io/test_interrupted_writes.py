@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mxrec.datasets.shard_set import ShardSetReader, open_dataset
+from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.errors import ManifestError, RemoteAccessError
 from mxrec.format.header import IRHeader, pack
 from mxrec.io.opener import RecordReader

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mxrec.datasets.shard_set import ShardSetReader, open_dataset
+from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.errors import ManifestError, RemoteAccessError, RemoteError, RemoteNotFoundError
 from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit
@@ -68,7 +69,7 @@ def test_s3_open_scan_and_shuffled_epochs_make_few_requests(s3_server, s3_data, 
     assert gets(s3_server, mark) <= 4 * len(sampler.epoch(0)[0]) < N / 10  # a batch touches <= 4 blocks
 
     windowed = RecordReader(url, storage_options=options)
-    windowed.read_ahead(100, 4)  # as the iterators do for a block-shuffled remote dataset
+    windowed.follow(sampler.read_plan(0))  # as the iterators do for a block-shuffled remote dataset
     mark = s3_server.log.mark()
     seen = []
     for plan in sampler.epoch(0)[0]:

@@ -16,7 +16,8 @@ from testkit.datasets import make_photo_set
 COUNT = 480
 
 
-def test_sampler_gives_the_map_style_dataset_a_read_ahead_window(s3_server, s3_bucket, tmp_path: Path):
+def test_sampler_gives_the_map_style_dataset_a_read_ahead_window_with_its_batches(s3_server, s3_bucket,
+                                                                                tmp_path: Path):
     rec = tmp_path / "photos.rec"
     make_photo_set(rec, COUNT)
     s3_server.put_object(s3_bucket, "photos.rec", rec.read_bytes())
@@ -25,6 +26,7 @@ def test_sampler_gives_the_map_style_dataset_a_read_ahead_window(s3_server, s3_b
     ds = ImageRecordDataset(f"s3://{s3_bucket}/photos.rec", storage_options=s3_server.storage_options(),
                             preprocess={"data_shape": (3, 16, 16), "resize": 16})
     sampler = DistributedBatchSampler(ds, 16, shuffle_block=24, shuffle_window=2, rank=0, world_size=1)
+    assert ds.reader._window is None  # making a sampler never changes the dataset: its batches carry the plan
     mark = s3_server.log.mark()
     samples = sum(len(labels) for _, labels in DataLoader(ds, batch_sampler=sampler, collate_fn=lambda b: b))
     assert samples == COUNT

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import HeaderError, LayoutError, ParameterError
 from mxrec.format.header import label_array, unpack_header
 from mxrec.format.insightface import HEADER_KEY, FaceLayout, header_layout, key_range, layout_problems, resolve_layout
@@ -171,3 +172,39 @@ def read_property(folder: str | os.PathLike) -> tuple[int, int, int] | None:
     except ValueError:
         raise LayoutError(f"{path}: expected 'identities,height,width', got {text[:80]!r}") from None
     return identities, height, width
+
+
+@dataclass(frozen=True)
+class Samples:
+    """``records``: one record per sample; ``faces``: the face set they are the faces of, or ``None``."""
+
+    records: Records
+    faces: FaceSet | None
+
+
+def samples_of(reader: Records, layout: str = "auto") -> Samples:
+    """The samples of an opened dataset: its face records (a :class:`~mxrec.datasets.subset.RecordSubset`) when it
+    is an InsightFace face set, else every record.
+
+    Parameters
+    ----------
+    reader
+        The dataset.
+    layout
+        ``"auto"``, ``"insightface"`` (it must be a face set) or ``"plain"`` (every record).
+
+    Returns
+    -------
+    Samples
+        The samples, and the face set they are the faces of.
+
+    Raises
+    ------
+    ParameterError
+        ``layout`` is not one of those.
+    LayoutError
+        ``layout="insightface"`` and the dataset is no face set, or a broken one.
+    """
+    check_layout_name(layout)
+    faces = read_face_set(reader, layout)
+    return Samples(reader if faces is None else RecordSubset(reader, faces.positions), faces)

@@ -1,6 +1,7 @@
-"""Shard sets, and :func:`open_dataset`: the one entry point that opens "a dataset" wherever and however it is stored.
+"""Shard sets, and :func:`open_files`: record files opened as one dataset wherever and however they are stored.
 
-A dataset may be one ``.rec`` or many shards; :func:`open_dataset` accepts
+A dataset may be one ``.rec`` or many shards; :func:`open_files` (behind
+:func:`~mxrec.datasets.opening.open_dataset`, the one entry point) accepts
 
 * one ``.rec`` path or URL (``data/train.rec``, ``s3://b/train.rec``),
 * a list of them (in that order),
@@ -55,7 +56,8 @@ from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
 from mxrec.io.opener import RecordReader
-from mxrec.io.records import IOStats, Records, blocks_of
+from mxrec.io.order import ReadPlan
+from mxrec.io.records import IOStats, Records, blocks_of, gather
 from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
@@ -180,11 +182,12 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
     return [Shard(spec)], None
 
 
-def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str | os.PathLike | bool | None = None,
-                 key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
-                 storage_options: StorageOptions = None,
-                 cache_dir: str | os.PathLike | BlockCache | None = None) -> Records:
-    """Open a dataset however it is stored: one ``.rec``, local or remote, or a set of shards.
+def open_files(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str | os.PathLike | bool | None = None,
+               key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error", strict: bool = True,
+               storage_options: StorageOptions = None,
+               cache_dir: str | os.PathLike | BlockCache | None = None) -> Records:
+    """Open a dataset of record files however it is stored: one ``.rec``, local or remote, or a set of shards
+    (:func:`~mxrec.datasets.opening.open_dataset`, which takes a mixture too, is the one to call).
 
     Parameters
     ----------
@@ -204,10 +207,10 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
     strict
         ``False`` skips damaged framing instead of raising.
     storage_options
-        fsspec options for URLs.
+        The storage settings (a :class:`~mxrec.storage.settings.Storage`, or fsspec options).
     cache_dir
         A local folder (or :class:`~mxrec.storage.block_cache.BlockCache`) that keeps
-        fetched blocks of remote files; default ``$MXREC_CACHE_DIR``.
+        fetched blocks of remote files; default: the storage settings'.
 
     Returns
     -------
@@ -222,7 +225,8 @@ def open_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike], index: s
     OptionError
         ``index`` is a path but ``spec`` names a shard set.
     """
-    options = dict(storage_options=storage_options, cache_dir=BlockCache.from_setting(cache_dir))
+    storage_options = storage_of(storage_options)
+    options = dict(storage_options=storage_options, cache_dir=BlockCache.from_setting(cache_dir, storage_options))
     if isinstance(spec, (str, os.PathLike)) and os.fspath(spec).endswith(".rec") and not _BRACE.search(
             os.fspath(spec)) and not any(c in os.fspath(spec) for c in "*?["):
         path = os.fspath(spec)
@@ -258,12 +262,13 @@ class ShardSetReader(Records):
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
-        self.storage_options = storage_of(storage_options)
+        self.storage = storage_of(storage_options)
         self.cache_dir = cache_dir
         self.index_path = None  # one .idx per shard
         self._remote = any(is_url(s.rec) for s in self.shards)
         self._readers: list[Records | None] = [None] * len(self.shards)
-        self._window: ShuffleWindow | None = None  # see read_ahead
+        self._window: ShuffleWindow | None = None  # see follow
+        self._followed: tuple[ReadPlan, int] | None = None
         self._window_origin = 0
         self._positions: dict | None = None
         self._keys: list | None = None
@@ -298,7 +303,7 @@ class ShardSetReader(Records):
             index = shard.idx if shard.idx is not None else self.index
             try:
                 reader = RecordReader(shard.rec, index, self.key_type, duplicates=self.duplicates,
-                                      strict=self.strict, storage_options=self.storage_options,
+                                      strict=self.strict, storage_options=self.storage,
                                       cache_dir=self.cache_dir, checksums=shard.checksums, **extra)
             except (FileNotFoundError, RemoteNotFoundError) as exc:
                 raise ManifestError(self.manifest or shard.rec, f"{self._where(number)} is missing: {exc}") from None
@@ -357,19 +362,7 @@ class ShardSetReader(Records):
 
     def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
         """The records at ``positions``, in that order (one fetch per shard: coalesced when remote)."""
-        at = np.asarray(positions, dtype=np.int64)
-        total = len(self)
-        at = np.where(at < 0, at + total, at)
-        if at.size and (at.min() < 0 or at.max() >= total):
-            raise RecordPositionError(f"{self.path}: record position out of range for {total} records")
-        numbers = np.searchsorted(self.starts, at, side="right") - 1
-        out: list[bytes | memoryview | None] = [None] * len(at)
-        for number in np.unique(numbers).tolist():
-            slots = np.flatnonzero(numbers == number)
-            records = self.shard(number).fetch(at[slots] - self.starts[number])
-            for slot, record in zip(slots.tolist(), records, strict=True):
-                out[slot] = record
-        return out  # type: ignore[return-value]
+        return gather(self.starts, positions, lambda number, local: self.shard(number).fetch(local), self.path)
 
     def __iter__(self) -> Iterator[bytes]:
         for number in range(len(self.shards)):
@@ -426,15 +419,18 @@ class ShardSetReader(Records):
         """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""
         return blocks_of(len(self), self.nbytes) if self._remote else 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+    def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
         """One in-memory window of shuffle blocks shared by every remote shard (those opened later too), in the
         set's numbering of positions; a global shuffle of remote shards warns what it costs."""
-        if not self._remote or not len(self):
+        if not self._remote or not len(self) or (plan, origin) == self._followed:
             return
-        if shuffle_block <= 0:
+        self._followed = (plan, origin)
+        if plan.scattered:
             warn_global_shuffle(self.path, len(self))
+        if plan.shuffle_block <= 0:
+            self._window = None
             return
-        self._window = ShuffleWindow.sized(shuffle_block, shuffle_window, lookahead)
+        self._window = ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
         self._window_origin = origin
         for number, reader in enumerate(self._readers):
             self._share_window(number, reader)

@@ -15,7 +15,9 @@ import numpy as np
 
 from mxrec.errors import RecordFormatError, RecordKeyError, RecordPositionError
 from mxrec.format.header import IRHeader
+from mxrec.io.order import ReadPlan
 from mxrec.io.records import IOStats, Records, blocks_of
+from mxrec.storage.settings import Storage
 
 
 class RecordSubset(Records):
@@ -91,13 +93,18 @@ class RecordSubset(Records):
         """The reader's choice, in records of the subset."""
         return blocks_of(len(self), self.nbytes) if self.reader.default_shuffle_block() else 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
+    def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
         """The reader reads ahead in the subset's blocks when the subset is a run of consecutive records (a face
         set's faces), else in blocks of its own positions."""
         run = len(self) > 0 and int(self.positions[-1] - self.positions[0]) == len(self) - 1 and bool(
             np.all(np.diff(self.positions) == 1))
         first = int(self.positions[0]) if run else 0
-        self.reader.read_ahead(shuffle_block, shuffle_window, lookahead, origin=origin - first)
+        self.reader.follow(plan, origin=origin - first)
+
+    @property
+    def storage(self) -> Storage:
+        """The storage settings of the reader the subset reads."""
+        return self.reader.storage
 
     def describe(self, position: int) -> str:
         return self.reader.describe(int(self.positions[position]))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.doctor.report import Check, Report
 from mxrec.errors import MxrecError
 from mxrec.format.header import unpack_header

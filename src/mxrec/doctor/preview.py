@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError, OptionError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType

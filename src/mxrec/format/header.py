@@ -119,3 +119,32 @@ def label_array(header: IRHeader) -> np.ndarray:
     if header.flag == 0:
         return np.array([header.label], dtype=np.float32)
     return np.asarray(header.label, dtype=np.float32)
+
+
+def shift_class_label(payload: bytes | memoryview, offset: int) -> bytes:
+    """``payload`` with its class label moved up by ``offset``: the scalar label when ``flag`` is 0, else the first
+    of its labels (mixing datasets whose classes each number from 0, :mod:`mxrec.datasets.mixture`).
+
+    Parameters
+    ----------
+    payload
+        A record payload with an IRHeader.
+    offset
+        Added to the class label.
+
+    Returns
+    -------
+    bytes
+        A new payload; the rest (the image) unchanged.
+
+    Raises
+    ------
+    HeaderError
+        ``payload`` has no IRHeader (or one that declares more labels than it holds).
+    """
+    header, _ = unpack_header(payload)
+    at = 4 if header.flag == 0 else IRHEADER_SIZE  # the scalar label, or the first of the array
+    head = bytearray(payload[:at + 4])
+    value = struct.unpack_from("<f", head, at)[0] + offset
+    struct.pack_into("<f", head, at, value)
+    return bytes(head) + bytes(payload[len(head):])

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.errors import MxrecError, OptionError
 from mxrec.format.checksums import BlockChecksums, checksums_path, format_sidecar
 from mxrec.format.framing import encoded_size

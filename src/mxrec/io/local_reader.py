@@ -52,7 +52,7 @@ from mxrec.io.checksummed import local_verifier, records_between
 from mxrec.io.index import check_offset_range, read_index, resolve_index
 from mxrec.io.keys import KeyStore
 from mxrec.io.records import Records
-from mxrec.storage.filesystem import local_path
+from mxrec.storage.filesystem import StorageOptions, local_path, storage_of
 from mxrec.storage.memory_map import map_file, prefault, release
 
 _unpack_part_header = framing.PART_HEADER.unpack_from
@@ -92,6 +92,9 @@ class LocalRecordReader(Records):
         The file's block checksums; ``None`` (default): its sidecar
         ``NAME.checksums`` if there is one; ``True``: the sidecar is required;
         ``False``: none are checked.
+    storage
+        The storage settings the dataset was opened with (carried for whoever
+        reads it: a local file needs none).
 
     Raises
     ------
@@ -108,8 +111,10 @@ class LocalRecordReader(Records):
 
     def __init__(self, path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
                  key_type: KeyType = int, *, duplicates: Literal["error", "last"] = "error",
-                 strict: bool = True, checksums: BlockChecksums | bool | None = None) -> None:
+                 strict: bool = True, checksums: BlockChecksums | bool | None = None,
+                 storage: StorageOptions = None) -> None:
         self.path = local_path(path)
+        self.storage = storage_of(storage)
         if duplicates not in ("error", "last"):
             raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
         if index is True:

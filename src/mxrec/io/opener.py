@@ -80,4 +80,5 @@ def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None
         return RemoteRecordReader(path, index, key_type, duplicates=duplicates, strict=strict,
                                   storage_options=storage_options, cache_dir=cache_dir, size=size, version=version,
                                   checksums=checksums)
-    return LocalRecordReader(path, index, key_type, duplicates=duplicates, strict=strict, checksums=checksums)
+    return LocalRecordReader(path, index, key_type, duplicates=duplicates, strict=strict, checksums=checksums,
+                             storage=storage_options)

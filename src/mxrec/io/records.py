@@ -16,9 +16,14 @@ Positions run ``0..len - 1``. :meth:`Records.fetch` is the one read path for
 many records, local or remote: a consumer hands it a batch's positions and
 gets the payloads, as cheaply as the storage allows (views into the mapping of
 a local file, coalesced ranged reads of a remote one). How a dataset likes to
-be shuffled is the reader's to say too (:meth:`Records.default_shuffle_block`,
-:meth:`Records.read_ahead`), so no consumer asks where the bytes live; what
-reading cost the storage so far, :meth:`Records.io_stats` says (:class:`IOStats`).
+be ordered is the reader's to say too (:meth:`Records.epoch_order`: global
+shuffles where random access is cheap, blocks of about 4 MiB where every jump
+costs a request), and it gets ready for the reads an epoch plans when it is
+given the plan (:meth:`Records.follow`), so no consumer asks where the bytes
+live; what reading cost the storage so far, :meth:`Records.io_stats` says
+(:class:`IOStats`). Every reader carries the :class:`~mxrec.storage.settings.Storage`
+it was opened with (:attr:`Records.storage`), so whoever takes it reads with
+the same settings.
 
 Every implementation pickles to paths, options and parsed indexes (no open
 file, mapping or connection) and opens again, lazily, where it is unpickled:
@@ -28,13 +33,15 @@ readers cross into ``DataLoader`` workers and Ray tasks, under fork and spawn.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from mxrec.errors import HeaderError, RecordFormatError, RecordKeyError
+from mxrec.errors import HeaderError, RecordFormatError, RecordKeyError, RecordPositionError
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
+from mxrec.io.order import DEFAULT_SHUFFLE_WINDOW, EpochOrder, ReadPlan, ShuffledOrder
+from mxrec.storage.settings import Storage
 
 #: Remote data is block-shuffled by default, in blocks of about this many bytes.
 REMOTE_BLOCK_BYTES = 4 << 20
@@ -42,8 +49,28 @@ _BATCH = 4096  # records per read_batch when the default __iter__ walks a datase
 
 
 def blocks_of(num_records: int, nbytes: int, block_bytes: int = REMOTE_BLOCK_BYTES) -> int:
-    """Records per shuffle block of about ``block_bytes`` bytes, for ``num_records`` records in ``nbytes`` bytes."""
+    """Records per shuffle block of about ``block_bytes`` bytes, for ``num_records`` records in ``nbytes`` bytes:
+    the one block rule (a reader's default, MXNet's ``shuffle_chunk_size``)."""
     return max(1, round(block_bytes * num_records / max(nbytes, 1))) if num_records else 0
+
+
+def gather(starts: np.ndarray, positions: Sequence[int] | np.ndarray,
+           fetch_part: Callable[[int, np.ndarray], list], path: str) -> list:
+    """The records at ``positions`` of datasets laid end to end (part ``n`` holds positions ``starts[n]`` to
+    ``starts[n + 1] - 1``), in that order: one ``fetch_part(n, local positions)`` per part touched (a shard set's
+    shards, a mixture's sources)."""
+    at = np.asarray(positions, dtype=np.int64)
+    total = int(starts[-1])
+    at = np.where(at < 0, at + total, at)
+    if at.size and (at.min() < 0 or at.max() >= total):
+        raise RecordPositionError(f"{path}: record position out of range for {total} records")
+    numbers = np.searchsorted(starts, at, side="right") - 1
+    out: list = [None] * len(at)
+    for number in np.unique(numbers).tolist():
+        slots = np.flatnonzero(numbers == number)
+        for slot, record in zip(slots.tolist(), fetch_part(number, at[slots] - starts[number]), strict=True):
+            out[slot] = record
+    return out
 
 
 @dataclass(frozen=True)
@@ -71,14 +98,16 @@ class Records(ABC):
     Attributes every implementation sets: ``path`` (what messages name: the
     file, URL or manifest), ``index_path`` (the one ``.idx`` its keys come
     from, ``None`` after a scan or for a shard set), ``damage`` (the first
-    framing fault a non-strict scan stepped over, or ``None``) and ``keys``
-    (the ``.idx`` keys in position order, or ``0..n-1`` after a scan).
+    framing fault a non-strict scan stepped over, or ``None``), ``keys``
+    (the ``.idx`` keys in position order, or ``0..n-1`` after a scan) and
+    ``storage`` (the :class:`~mxrec.storage.settings.Storage` it was opened with).
     """
 
     path: str
     index_path: str | None
     damage: RecordFormatError | None
     keys: Sequence
+    storage: Storage
 
     # -- what an implementation provides ----------------------------------------
 
@@ -165,11 +194,38 @@ class Records(ABC):
         as here; blocks of about :data:`REMOTE_BLOCK_BYTES` where every jump costs a request."""
         return 0
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
-        """Get ready to be read in a shuffled order of blocks of ``shuffle_block`` consecutive records, mixed
-        ``shuffle_window`` blocks at a time (``0``: a global shuffle), fetched up to ``lookahead`` records of the
-        order ahead of the one being used; position 0 is number ``origin`` of the order's numbering. Local files
-        need nothing; remote ones keep the blocks being read in memory, so each is fetched once per epoch."""
+    def epoch_order(self, *, shuffle: bool, seed: int = 0, shuffle_block: int | None = None,
+                    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW, chunk_megabytes: float = 0) -> EpochOrder:
+        """The order epochs read this dataset in (:class:`~mxrec.io.order.EpochOrder`): every record once.
+
+        Parameters
+        ----------
+        shuffle
+            Shuffle (else file order).
+        seed
+            What the shuffles are drawn from, with the epoch.
+        shuffle_block
+            Records per block of a block shuffle (``0``: a global shuffle); default: MXNet's
+            ``chunk_megabytes`` (``shuffle_chunk_size``) when given, else :meth:`default_shuffle_block`.
+        shuffle_window
+            Blocks mixed at a time.
+        chunk_megabytes
+            MXNet's ``shuffle_chunk_size``: blocks of about this many MB.
+
+        Returns
+        -------
+        EpochOrder
+            The order.
+        """
+        if shuffle_block is None:
+            shuffle_block = (blocks_of(len(self), self.nbytes, round(chunk_megabytes * (1 << 20)))
+                             if chunk_megabytes > 0 else self.default_shuffle_block())
+        return ShuffledOrder(len(self), shuffle, seed, shuffle_block, shuffle_window)
+
+    def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
+        """Get ready for the reads ``plan`` says an epoch will make (:class:`~mxrec.io.order.ReadPlan`): position 0
+        is number ``origin`` of the order's numbering (a shard's first position in its set). Local files need
+        nothing; remote ones keep the blocks being read in memory, so each is fetched once per epoch."""
         return None
 
     def io_stats(self) -> IOStats:

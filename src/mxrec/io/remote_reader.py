@@ -55,6 +55,7 @@ from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_inde
 from mxrec.io.checksummed import local_verifier, records_between
 from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
+from mxrec.io.order import ReadPlan
 from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.shuffle_window import ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
@@ -114,12 +115,12 @@ class RemoteRecordReader(Records):
         self.key_type = key_type
         self.duplicates = duplicates
         self.strict = strict
-        self.storage_options = storage_of(storage_options)
+        self.storage = storage_of(storage_options)
         self.damage: RecordFormatError | None = None
         self.scanned = False
         self._closed = False
-        self.file = RemoteFile(self.path, self.storage_options, size=size, version=version,
-                               cache=BlockCache.from_setting(cache_dir))
+        self.file = RemoteFile(self.path, self.storage, size=size, version=version,
+                               cache=BlockCache.from_setting(cache_dir, self.storage))
         index_text, self.index_path = self._index_text(index)
         if index_text is not None:
             parsed = parse_index(index_text, key_type, self.index_path, duplicates == "last")
@@ -130,7 +131,8 @@ class RemoteRecordReader(Records):
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
         self._verifier = local_verifier(self.path, self.file.size, checksums, self._records_between, self.file.storage)
-        self._window: ShuffleWindow | None = None  # see read_ahead
+        self._window: ShuffleWindow | None = None  # see follow
+        self._followed: tuple[ReadPlan, int] | None = None
         self._origin = 0
         self._extents: dict[int, tuple[int, int] | None] = {}
         self._key_store = KeyStore(parsed.keys)
@@ -268,20 +270,23 @@ class RemoteRecordReader(Records):
         """Blocks of about :data:`~mxrec.io.records.REMOTE_BLOCK_BYTES`: every jump costs a request."""
         return blocks_of(len(self), self.nbytes)
 
-    def read_ahead(self, shuffle_block: int, shuffle_window: int, lookahead: int = 0, *, origin: int = 0) -> None:
-        """Keep the shuffle blocks being read in memory (:class:`~mxrec.io.shuffle_window.ShuffleWindow`), unless
-        a disk cache keeps the file already; a global shuffle (``shuffle_block=0``) costs a request per record:
-        warn."""
-        if shuffle_block <= 0:
+    def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
+        """Keep the shuffle blocks being read in memory (:class:`~mxrec.io.shuffle_window.ShuffleWindow`), reading
+        them through the disk cache when there is one; a global shuffle costs a request per record: warn."""
+        if (plan, origin) == self._followed:  # (the plan each batch of a DataLoader carries: given once)
+            return
+        self._followed = (plan, origin)
+        if plan.scattered:
             warn_global_shuffle(self.path, len(self))
-        elif len(self):
-            self.share_window(ShuffleWindow.sized(shuffle_block, shuffle_window, lookahead), origin)
+        if plan.shuffle_block > 0 and len(self):
+            self.share_window(ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead), origin)
+        else:
+            self._window = None
 
     def share_window(self, window: ShuffleWindow, origin: int = 0) -> None:
-        """Read through ``window`` (unless the file has a disk cache); this file's position 0 is number
-        ``origin`` of the shuffled order (a shard's first position in its set)."""
-        if self.file.cache is None:
-            self._window, self._origin, self._extents = window, origin, {}
+        """Read through ``window``; this file's position 0 is number ``origin`` of the shuffled order (a shard's
+        first position in its set)."""
+        self._window, self._origin, self._extents = window, origin, {}
 
     def _extent(self, number: int) -> tuple[int, int] | None:
         """The bytes shuffle block ``number`` spans; ``None`` when its records are not together in the file."""

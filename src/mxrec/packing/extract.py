@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
-from mxrec.datasets.shard_set import ShardSetReader, open_dataset
+from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
 from mxrec.format.idx import KeyType

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.headers import image_shape

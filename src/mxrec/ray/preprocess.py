@@ -35,6 +35,7 @@ from ray.data import DataIterator, Dataset
 from ray.data.block import BlockAccessor
 
 from mxrec.errors import ImageDecodeError, ParameterError
+from mxrec.format.seeds import stream_key
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.packing.prepare import ImageTransform
 from mxrec.ray.datasource import image_column
@@ -43,7 +44,7 @@ from mxrec.train.dataiter import AUGMENT_STREAM, data_shape_of
 from mxrec.train.normalize import SlotWriter
 from mxrec.train.params import preprocess_params
 from mxrec.transforms.functional import entropy
-from mxrec.transforms.rng import SampleRandom, stream_key
+from mxrec.transforms.rng import SampleRandom
 
 Batch = Any  # a Ray Data batch: dict of numpy arrays, pyarrow Table or pandas DataFrame
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
-from mxrec.datasets.shard_set import open_dataset
+from mxrec.datasets.opening import open_dataset
 from mxrec.errors import ParameterError, RecordPositionError
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.torch.batches import batch_tensor
@@ -24,7 +24,7 @@ from mxrec.torch.image_samples import (
     Index,
     apply_transform,
 )
-from mxrec.torch.sampling import rank_sampler
+from mxrec.torch.sampling import follow_batch, rank_sampler
 from mxrec.train.face_pairs import load_verification_set
 from mxrec.train.params import preprocess_params
 from mxrec.train.pipeline import OnBroken
@@ -51,6 +51,7 @@ class RecordDataset(Dataset):
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A batch, fetched together (coalesced ranged reads for a remote dataset)."""
+        follow_batch(self.reader, indices)
         payloads = self.reader.read_batch(indices)
         return payloads if self.transform is None else [self.transform(p) for p in payloads]
 
@@ -111,6 +112,7 @@ class ImageRecordDataset(ImageSamples, Dataset):
 
         With ``preprocess``: ``(data, label)`` tensors of the whole batch (use :func:`batch_collate`).
         """
+        follow_batch(self.reader, indices)
         positions = [int(i) % len(self) for i in indices]
         if self.preprocess is not None:
             return self._batch(positions)
@@ -191,8 +193,7 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
                                     seed=seed, rank=rank, world_size=world_size, drop_last=drop_last,
                                     shuffle_block=shuffle_block, shuffle_window=shuffle_window,
                                     stick_to_shard=stick_to_shard, pad_last_batch=pad_last_batch)
-        if shuffle:
-            self.reader.read_ahead(self.sampler.shuffle_block, self.sampler.shuffle_window, batch_size)
+        self.reader.follow(self.sampler.read_plan(batch_size))  # (this dataset reads its own sampler's batches)
         self.rank, self.world_size = self.sampler.part_index, self.sampler.num_parts
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -8,25 +8,44 @@ documents the order, shuffles, last batches and resuming).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Iterator, Sequence, Sized
 
 from torch.utils.data import Sampler
 
+from mxrec.io.order import ReadPlan, ShuffledOrder
 from mxrec.io.records import Records
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts, shuffle_block_for
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
 
 
 def rank_sampler(num_records: int, *, reader: Records | None, batch_size: int, shuffle: bool, seed: int,
                  rank: int | None, world_size: int | None, drop_last: bool, shuffle_block: int | None,
                  shuffle_window: int, stick_to_shard: bool, pad_last_batch: bool) -> BatchSampler:
     """The lock-step batches of rank ``rank`` of ``world_size`` (by default those of an initialised
-    ``torch.distributed``): :class:`~mxrec.train.sampler.BatchSampler` with the datasets' defaults (the last
-    incomplete step is filled from the start of the order, or dropped with ``drop_last``)."""
+    ``torch.distributed``) in the dataset's epoch order (:meth:`~mxrec.io.records.Records.epoch_order`):
+    :class:`~mxrec.train.sampler.BatchSampler` with the datasets' defaults (the last incomplete step is filled from
+    the start of the order, or dropped with ``drop_last``)."""
     world, part = resolve_parts(world_size, rank)
-    block = shuffle_block_for(reader, shuffle_block) if reader is not None else (shuffle_block or 0)
-    return BatchSampler(num_records, batch_size, shuffle=shuffle, seed=seed, num_parts=world, part_index=part,
-                        last_batch="discard" if drop_last else "wrap", shuffle_block=block,
-                        shuffle_window=shuffle_window, stick_to_shard=stick_to_shard, pad_last_batch=pad_last_batch)
+    order = (reader.epoch_order(shuffle=shuffle, seed=seed, shuffle_block=shuffle_block, shuffle_window=shuffle_window)
+             if reader is not None else ShuffledOrder(num_records, shuffle, seed, shuffle_block or 0, shuffle_window))
+    return BatchSampler(num_records, batch_size, num_parts=world, part_index=part,
+                        last_batch="discard" if drop_last else "wrap", stick_to_shard=stick_to_shard,
+                        pad_last_batch=pad_last_batch, order=order)
+
+
+class PlannedBatch(list):
+    """A batch of positions that carries the sampler's :class:`~mxrec.io.order.ReadPlan`: the dataset that loads it
+    (in a ``DataLoader`` worker) hands the plan to its reader, so a sampler never changes the dataset itself."""
+
+    def __init__(self, positions: list[int], plan: ReadPlan) -> None:
+        super().__init__(positions)
+        self.plan = plan
+
+
+def follow_batch(reader: Records, indices: Sequence[int]) -> None:
+    """Hand ``reader`` the plan a :class:`PlannedBatch` carries (a plain list of indices carries none)."""
+    plan = getattr(indices, "plan", None)
+    if plan is not None:
+        reader.follow(plan)
 
 
 class DistributedBatchSampler(Sampler):
@@ -48,8 +67,7 @@ class DistributedBatchSampler(Sampler):
                                     rank=rank, world_size=world_size, drop_last=drop_last,
                                     shuffle_block=shuffle_block, shuffle_window=shuffle_window,
                                     stick_to_shard=stick_to_shard, pad_last_batch=pad_last_batch)
-        if reader is not None and shuffle:  # the dataset's reader (pickled into each worker) reads ahead
-            reader.read_ahead(self.sampler.shuffle_block, self.sampler.shuffle_window, batch_size)
+        self.plan = self.sampler.read_plan(batch_size)  # handed to the dataset with each batch
         self.epoch = 0
         self._start = 0  # records of the epoch's order consumed before this run (a resumed position)
         self._taken = 0  # batches handed out in this run
@@ -68,7 +86,7 @@ class DistributedBatchSampler(Sampler):
         plans, _ = self.sampler.epoch(self.epoch, start=self._start)
         for plan in plans:
             self._taken += 1
-            yield plan.positions.tolist()
+            yield PlannedBatch(plan.positions.tolist(), self.plan)
 
     def state_dict(self) -> dict:
         """The global position after the batches handed out (JSON-serialisable)."""

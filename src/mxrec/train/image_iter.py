@@ -12,8 +12,10 @@ from mxrec.datasets.face_set import check_layout_name
 from mxrec.datasets.samples import open_samples
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
+from mxrec.format.seeds import stream_key
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.lists import read_list
+from mxrec.io.order import ShuffledOrder
 from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions, is_url, join
 from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
@@ -25,10 +27,9 @@ from mxrec.train.sampler import (
     BatchSampler,
     LastBatch,
     resolve_parts,
-    shuffle_block_for,
 )
 from mxrec.transforms.augmenters import CREATE_AUGMENTER_OPTIONS, Transform, create_augmenter
-from mxrec.transforms.rng import SampleRandom, stream_key
+from mxrec.transforms.rng import SampleRandom
 
 _LAST_BATCH_HANDLES: dict[str, LastBatch] = {"pad": "wrap", "discard": "discard", "roll_over": "roll_over"}
 _LABEL_DTYPES = ("float32", "float64", "int32", "int64")
@@ -159,14 +160,15 @@ class ImageIter(BatchIter):
         self._prefetcher = None if self._reader is None else BatchPrefetcher(self._reader)
         self._keys = list(self._entries) if self._reader is None else list(self._reader.keys)
         num_parts, part_index = resolve_parts(num_parts, part_index)
-        block = shuffle_block_for(self._reader, shuffle_block) if self._reader is not None else (shuffle_block or 0)
-        block = block if shuffle else 0
-        if shuffle and self._reader is not None:
-            self._reader.read_ahead(block, shuffle_window, lookahead(batch_size, prefetch_buffer))
-        sampler = BatchSampler(len(self._keys), batch_size, shuffle=shuffle, seed=seed, num_parts=num_parts,
-                               part_index=part_index, last_batch=_LAST_BATCH_HANDLES[last_batch_handle],
-                               shuffle_block=block, shuffle_window=shuffle_window, stick_to_shard=stick_to_shard,
-                               pad_last_batch=pad_last_batch)
+        order = (ShuffledOrder(len(self._keys), shuffle, seed, (shuffle_block or 0) if shuffle else 0, shuffle_window)
+                 if self._reader is None else  # (an image list)
+                 self._reader.epoch_order(shuffle=shuffle, seed=seed, shuffle_block=shuffle_block,
+                                          shuffle_window=shuffle_window))
+        sampler = BatchSampler(len(self._keys), batch_size, num_parts=num_parts, part_index=part_index,
+                               last_batch=_LAST_BATCH_HANDLES[last_batch_handle], stick_to_shard=stick_to_shard,
+                               pad_last_batch=pad_last_batch, order=order)
+        if self._reader is not None:
+            self._reader.follow(sampler.read_plan(lookahead(batch_size, prefetch_buffer)))
         pipeline = BatchPipeline(self._load_sample, num_records=len(self._keys), batch_size=batch_size,
                                  sample_shape=data_shape,
                                  dtype=np.dtype(np.float32), label_width=label_width, label_dtype=self.label_dtype,

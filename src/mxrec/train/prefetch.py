@@ -11,7 +11,7 @@ of a local mapping, coalesced ranged reads of a remote file).
 that fetch if it is still running. Records are dropped once every slot that
 asked for them has been served, or by :meth:`BatchPrefetcher.clear` when the
 iterator restarts. A block-shuffled remote reader keeps the blocks of its
-shuffle windows in memory itself (:meth:`mxrec.io.records.Records.read_ahead`,
+shuffle windows in memory itself (:meth:`mxrec.io.records.Records.follow`,
 told how far ahead :func:`lookahead` fetches).
 """
 

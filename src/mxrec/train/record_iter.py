@@ -40,7 +40,7 @@ from mxrec.train.params import split_params
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sample_loader import RecordSampleLoader
-from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts, shuffle_block_for
+from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts
 from mxrec.train.timing import StageClock
 
 
@@ -302,13 +302,12 @@ class ImageRecordIter(BatchIter):
             last_batch: LastBatch = "discard"
         else:
             last_batch = "wrap" if p.round_batch else "partial"
-        block = shuffle_block_for(self._reader, p.shuffle_block, p.shuffle_chunk_size) if p.shuffle else 0
-        if p.shuffle:
-            self._reader.read_ahead(block, p.shuffle_window, lookahead(p.batch_size, p.prefetch_buffer))
-        sampler = BatchSampler(len(self._reader), p.batch_size, shuffle=p.shuffle, seed=p.seed, num_parts=num_parts,
-                               part_index=part_index, last_batch=last_batch, shuffle_block=block,
-                               shuffle_window=p.shuffle_window, stick_to_shard=p.stick_to_shard,
-                               pad_last_batch=p.pad_last_batch)
+        order = self._reader.epoch_order(shuffle=p.shuffle, seed=p.seed, shuffle_block=p.shuffle_block,
+                                         shuffle_window=p.shuffle_window, chunk_megabytes=p.shuffle_chunk_size)
+        sampler = BatchSampler(len(self._reader), p.batch_size, num_parts=num_parts, part_index=part_index,
+                               last_batch=last_batch, stick_to_shard=p.stick_to_shard,
+                               pad_last_batch=p.pad_last_batch, order=order)
+        self._reader.follow(sampler.read_plan(lookahead(p.batch_size, p.prefetch_buffer)))
         pipeline = BatchPipeline(self._loader.load, num_records=len(self._reader), batch_size=p.batch_size,
                                  sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,

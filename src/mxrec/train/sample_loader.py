@@ -24,13 +24,14 @@ import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
+from mxrec.format.seeds import stream_key
 from mxrec.image.codec import DecodeBuffers, decode_pixels, decode_pixels_scaled, jpeg_size
 from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM
 from mxrec.train.normalize import NormalizeParams, SlotWriter
 from mxrec.train.timing import StageClock
-from mxrec.transforms.rng import SampleRandom, stream_key
+from mxrec.transforms.rng import SampleRandom
 
 
 class RecordSampleLoader:

@@ -1,11 +1,10 @@
-"""Epoch order: which records go into which batch, for every epoch, on every rank -- and where to resume.
+"""Epoch order cut into batches: which records go into which batch, for every epoch, on every rank, and where
+to resume.
 
-Pure functions of the record count and the settings, plus one class that
-plans each epoch's batches for one rank:
+The order of an epoch is the dataset's to say (:class:`~mxrec.io.order.EpochOrder`, from
+:meth:`~mxrec.io.records.Records.epoch_order`: every record once, in file order, shuffled globally or in blocks;
+or a weighted mixture's interleaving, :mod:`mxrec.datasets.mixture`). This module cuts it into one rank's batches:
 
-* :func:`epoch_order`: all record positions, in file order, in a global
-  permutation drawn from ``(seed, epoch)``, or *block-shuffled* (below). The
-  same settings give the same order in every process; each epoch gets a new one.
 * :class:`BatchSampler`: one rank's batches. By default ranks consume the one
   global order **in lock-step**: step ``s`` takes the next ``batch_size *
   num_parts`` records of the order and rank ``r`` gets the ``r``-th
@@ -17,14 +16,9 @@ plans each epoch's batches for one rank:
   instead (DALI's mode), see :class:`BatchSampler`.
 * :func:`shard`: contiguous equal parts of an order.
 
-Block shuffle (``shuffle_block`` records per block, ``shuffle_window``
-blocks per window): the file is cut into blocks of contiguous records, the
-blocks are put in a random order, and the records of each run of
-``shuffle_window`` consecutive blocks (in that order) are shuffled among
-themselves. A batch then draws from at most about ``shuffle_window`` places of
-the file, which a remote reader fetches with that many ranged reads instead
-of one per record (MXNet's ``shuffle_chunk_*`` idea). Every record appears
-exactly once per epoch. ``shuffle_block=0`` is the full global shuffle.
+A sampler never changes the dataset it samples: it gives the reads it plans as a
+:class:`~mxrec.io.order.ReadPlan` (:meth:`BatchSampler.read_plan`), which whoever reads
+the dataset hands to it (:meth:`~mxrec.io.records.Records.follow`).
 
 Last batches (``last_batch``), with ``G = batch_size * num_parts`` records per
 step: ``"wrap"`` fills the last, incomplete step from the start of the epoch's
@@ -55,40 +49,14 @@ from typing import Literal
 import numpy as np
 
 from mxrec.errors import ParameterError
-from mxrec.io.records import Records
-from mxrec.transforms.rng import stream_key
+from mxrec.format.seeds import stream_key
+from mxrec.io.order import DEFAULT_SHUFFLE_WINDOW, EpochOrder, ReadPlan, ShuffledOrder, epoch_order
+
+__all__ = ["DEFAULT_SHUFFLE_WINDOW", "EMPTY_SLOT", "BatchPlan", "BatchSampler", "Leftover", "epoch_order", "shard"]
 
 LastBatch = Literal["wrap", "partial", "discard", "roll_over"]
 LAST_BATCH_POLICIES = ("wrap", "partial", "discard", "roll_over")
 EMPTY_SLOT = -1
-
-
-BLOCK_STREAM = 0x626C6B  # separates block-shuffle draws from the global permutation of the same seed
-
-
-def epoch_order(num_records: int, *, shuffle: bool, seed: int, epoch: int, shuffle_block: int = 0,
-                shuffle_window: int = 1) -> np.ndarray:
-    """Record positions ``0..num_records-1`` for ``epoch``: in order, or shuffled from ``(seed, epoch)``.
-
-    ``shuffle_block > 1`` block-shuffles (see the module docstring); otherwise the shuffle is global.
-    """
-    if not shuffle:
-        return np.arange(num_records, dtype=np.int64)
-    if shuffle_block <= 1 or shuffle_block >= num_records:
-        return np.random.default_rng(stream_key(seed, epoch)).permutation(num_records).astype(np.int64)
-    rng = np.random.default_rng(stream_key(BLOCK_STREAM, seed, epoch, shuffle_block, shuffle_window))
-    blocks = rng.permutation(-(-num_records // shuffle_block))
-    order = np.empty(num_records, np.int64)
-    filled = 0
-    window = max(1, shuffle_window)
-    for first in range(0, len(blocks), window):
-        chosen = blocks[first:first + window]
-        records = (chosen[:, None] * shuffle_block + np.arange(shuffle_block)).ravel()
-        records = records[records < num_records]
-        rng.shuffle(records)
-        order[filled:filled + len(records)] = records
-        filled += len(records)
-    return order
 
 
 def part_size(num_records: int, num_parts: int, *, drop_remainder: bool = False) -> int:
@@ -108,20 +76,6 @@ def shard(order: np.ndarray, num_parts: int, part_index: int, *, drop_remainder:
         return order
     padded = np.resize(order, size * num_parts)  # repeats from the start when rounding up
     return padded[part_index * size:(part_index + 1) * size]
-
-
-DEFAULT_SHUFFLE_WINDOW = 8
-
-
-def shuffle_block_for(reader: Records, shuffle_block: int | None, chunk_megabytes: float = 0) -> int:
-    """Records per shuffle block: as given, else from MXNet's ``shuffle_chunk_size`` (MB), else the reader's
-    default (:meth:`~mxrec.io.records.Records.default_shuffle_block`: global for local data, about 4 MiB blocks
-    for remote data)."""
-    if shuffle_block is not None:
-        return shuffle_block
-    if chunk_megabytes > 0 and len(reader):
-        return max(1, round(chunk_megabytes * (1 << 20) * len(reader) / max(reader.nbytes, 1)))
-    return reader.default_shuffle_block()
 
 
 def resolve_parts(num_parts: int | None, part_index: int | None) -> tuple[int, int]:
@@ -188,19 +142,28 @@ class BatchSampler:
     ``shuffle``; parts are equal, padded up by repeating the part's last
     record (``pad_last_batch=True``, repeats counted in ``pad``) or cut down
     to the shortest (``False``). Resuming then needs the same number of ranks.
+
+    ``order``: the dataset's epoch order (:meth:`~mxrec.io.records.Records.epoch_order`, a mixture's
+    interleaving, say); by default every one of ``num_records`` records once an epoch, ordered by ``shuffle``,
+    ``seed``, ``shuffle_block`` and ``shuffle_window`` (:class:`~mxrec.io.order.ShuffledOrder`).
     """
 
     def __init__(self, num_records: int, batch_size: int, *, shuffle: bool = False, seed: int = 0,
                  num_parts: int = 1, part_index: int = 0, last_batch: LastBatch = "wrap", shuffle_block: int = 0,
-                 shuffle_window: int = 1, stick_to_shard: bool = False, pad_last_batch: bool = True) -> None:
+                 shuffle_window: int = 1, stick_to_shard: bool = False, pad_last_batch: bool = True,
+                 order: EpochOrder | None = None) -> None:
         if batch_size < 1:
             raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
         if last_batch not in LAST_BATCH_POLICIES:
             raise ParameterError(f"last_batch must be one of {LAST_BATCH_POLICIES}, not {last_batch!r}")
-        if shuffle_block < 0 or shuffle_window < 1:
-            raise ParameterError(f"need shuffle_block >= 0 and shuffle_window >= 1, got {shuffle_block}, "
-                                 f"{shuffle_window}")
         check_parts(num_parts, part_index)
+        if order is None:
+            order = ShuffledOrder(num_records, shuffle, seed, shuffle_block, shuffle_window)
+        elif stick_to_shard and not isinstance(order, ShuffledOrder):
+            raise ParameterError("stick_to_shard reads a fixed part of one dataset's records; a mixture's order "
+                                 "is consumed in lock-step (stick_to_shard=False)")
+        self.epoch_orders = order
+        num_records = order.length
         self.num_records = num_records
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -220,8 +183,13 @@ class BatchSampler:
 
     def order(self, epoch: int) -> np.ndarray:
         """The global order of ``epoch``."""
-        return epoch_order(self.num_records, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
-                           shuffle_block=self.shuffle_block, shuffle_window=self.shuffle_window)
+        return self.epoch_orders(epoch)
+
+    def read_plan(self, lookahead: int) -> ReadPlan:
+        """The reads this sampler's batches will make, for a reader working ``lookahead`` records ahead."""
+        if self.stick_to_shard:
+            return ReadPlan(0, 1, lookahead)  # (each rank's own part, shuffled within: no blocks)
+        return self.epoch_orders.read_plan(lookahead)
 
     def part_order(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """``(positions, fresh)`` this rank's sequence draws from in ``epoch`` (``fresh``: False for padding)."""
@@ -294,9 +262,7 @@ class BatchSampler:
     # -- where to resume -------------------------------------------------------------------
 
     def _settings(self) -> dict:
-        return {"num_records": self.num_records, "shuffle": self.shuffle, "seed": self.seed,
-                "shuffle_block": self.shuffle_block, "shuffle_window": self.shuffle_window,
-                "last_batch": self.last_batch, "stick_to_shard": self.stick_to_shard}
+        return {**self.epoch_orders.settings(), "last_batch": self.last_batch, "stick_to_shard": self.stick_to_shard}
 
     def state(self, epoch: int, consumed: int, leftover: Leftover = NO_LEFTOVER) -> dict:
         """A JSON-serialisable position: ``epoch``, ``consumed`` records of its sequence, and its opening leftover."""

@@ -8,7 +8,7 @@
 * :mod:`~mxrec.transforms.rng`: per-sample random streams, so results never depend on threads.
 
 Every transform is ``t(img, rng=None)``; images are numpy arrays, HWC. May
-import: :mod:`mxrec.errors`, :mod:`mxrec.image` (and numpy, OpenCV).
+import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.image` (and numpy, OpenCV).
 """
 
 from mxrec.transforms.augmenters import (

@@ -28,25 +28,9 @@ import math
 import numpy as np
 
 from mxrec.errors import ParameterError
+from mxrec.format.seeds import GAMMA, MASK, mix64, stream_key
 
-_MASK = (1 << 64) - 1
-_GAMMA = 0x9E3779B97F4A7C15
 _TO_UNIT = 1.0 / (1 << 53)
-
-
-def _mix64(z: int) -> int:
-    """SplitMix64's finaliser: a bijection on 64-bit integers with full avalanche."""
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def stream_key(*parts: int) -> int:
-    """A 64-bit key that depends on every part and their order (each part taken modulo 2**64)."""
-    key = 0
-    for part in parts:
-        key = _mix64((key + _GAMMA + (int(part) & _MASK)) & _MASK)
-    return key
 
 
 class SampleRandom:
@@ -66,7 +50,7 @@ class SampleRandom:
 
     def _next64(self) -> int:
         self._counter += 1
-        return _mix64((self._key + self._counter * _GAMMA) & _MASK)
+        return mix64((self._key + self._counter * GAMMA) & MASK)
 
     def random(self) -> float:
         """A float in ``[0, 1)`` with 53 random bits."""
