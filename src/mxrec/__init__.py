@@ -22,6 +22,7 @@ Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
 
 from mxrec import recordio
 from mxrec.datasets.face_set import FaceSet, read_face_set
+from mxrec.datasets.mixture import Mixture, MixtureError, mix
 from mxrec.datasets.opening import open_dataset
 from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
@@ -84,6 +85,8 @@ __all__ = [
     "LayoutError",
     "ManifestError",
     "MissingExtraError",
+    "Mixture",
+    "MixtureError",
     "MxrecError",
     "OutputPathError",
     "ParameterError",
@@ -111,6 +114,7 @@ __all__ = [
     "from_hf_dataset",
     "load_verification_set",
     "make_lists",
+    "mix",
     "open_dataset",
     "pack",
     "pack_list",
