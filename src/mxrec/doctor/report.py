@@ -17,13 +17,20 @@ from typing import Any
 
 @dataclass
 class Problem:
-    """One offending place: ``where`` (a byte offset or a key) and ``what`` is wrong there."""
+    """One offending place: ``where`` (a byte offset or a key) and ``what`` is wrong there.
+
+    ``position``: when the place is a record, its position in the dataset the report is of, as
+    :func:`~mxrec.datasets.shard_set.open_dataset` numbers them (``duplicates="last"``): the ``.idx`` entry, or
+    among the intact records without an ``.idx``; in a shard set's checks over the whole set, across the shards.
+    Pages read the record by it (:meth:`~mxrec.io.records.Records.fetch`), whatever the dataset.
+    """
 
     where: Any
     what: str
+    position: int | None = None
 
     def to_dict(self) -> dict:
-        return {"where": self.where, "what": self.what}
+        return {"where": self.where, "what": self.what, "position": self.position}
 
 
 @dataclass
@@ -51,6 +58,12 @@ class Report:
     #: The facts of the records the content checks ran on (``mxrec.doctor.contents.RecordContent``), for the
     #: checks over a whole shard set (:mod:`mxrec.doctor.sets`); not part of the printed report.
     samples: list[Any] = field(default_factory=list, repr=False, compare=False)
+    #: The positions a reader of the dataset numbers (its ``.idx`` entries, else its intact records): the range
+    #: of :attr:`Problem.position`.
+    numbered: int = field(default=0, compare=False)
+    #: What the pages show of the samples (``mxrec.doctor.contents.Overview``: positions, labels, image sizes),
+    #: when the content checks ran; not part of the printed report.
+    overview: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

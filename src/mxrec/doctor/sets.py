@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mxrec.datasets.shard_set import Shard, resolve_dataset
 from mxrec.doctor.check_leakage import check_set_duplicates, check_set_leakage
 from mxrec.doctor.contents import read_contents
@@ -188,7 +190,8 @@ def _set_checks(reports: list[Report], against: str | os.PathLike | None, key_ty
                 storage_options: StorageOptions) -> list[Check]:
     """The checks over the records of every shard: duplicates (where the shards got content checks), leakage."""
     checks = []
-    samples = [(r.path, r.samples) for r in reports if r.samples]
+    firsts = np.cumsum([0] + [r.numbered for r in reports]).tolist()  # each shard's first position in the set
+    samples = [(r.path, first, r.samples) for r, first in zip(reports, firsts, strict=False) if r.samples]
     if samples:
         checks.append(check_set_duplicates(samples))
     if against is not None:

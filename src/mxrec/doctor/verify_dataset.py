@@ -47,7 +47,14 @@ from mxrec.doctor.check_layout import check_face_layout
 from mxrec.doctor.check_leakage import check_duplicates, check_leakage
 from mxrec.doctor.check_lst import check_list
 from mxrec.doctor.check_recordio import check_framing, check_index_entries, check_padding, read_index_check
-from mxrec.doctor.contents import find_face_layout, looks_like_image_dataset, offset_keys, read_contents, scan_contents
+from mxrec.doctor.contents import (
+    find_face_layout,
+    looks_like_image_dataset,
+    offset_keys,
+    overview,
+    read_contents,
+    scan_contents,
+)
 from mxrec.doctor.report import Check, Report
 from mxrec.errors import OptionError
 from mxrec.format.idx import KeyType
@@ -156,6 +163,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
     with mapped(rec_path, storage_options) as buf:
         framing_check, spans = check_framing(buf, rec_path)
         report.checks.append(framing_check)
+        report.numbered = len(spans)
         report.checks.append(check_padding(buf, spans))
         keys = None
         if idx_path is not None:
@@ -165,6 +173,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             else:
                 starts = np.array([s.offset for s in spans], np.int64)
                 report.checks.append(check_index_entries(index, starts, len(buf)))
+                report.numbered = len(index)
             keys = None if index is None else offset_keys(index)
         if dataset_kind != "raw" or lst is not None or against is not None:
             gather = None if scan is None else functools.partial(scan, rec_path)
@@ -187,6 +196,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             check_duplicates(contents),
         ]
         report.samples = contents
+        report.overview = overview(contents, faces=face_layout is not None)
     elif dataset_kind == "auto":
         report.checks.append(Check("content", True, "fewer than half the records hold an IRHeader and an image: "
                                    "label and image checks skipped (--kind image runs them)"))
