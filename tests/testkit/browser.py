@@ -58,6 +58,7 @@ def open_page(browser: Any, path: Path, *, html: str | None = None) -> Opened:
     if html is not None:
         path.write_text(html, encoding="utf-8")
     page = browser.new_page()
+    page.set_default_timeout(5_000)  # a missing element fails the test in seconds
     errors: list[str] = []
     requests: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)

@@ -20,8 +20,9 @@ class Problem:
     """One offending place: ``where`` (a byte offset or a key) and ``what`` is wrong there.
 
     ``position``: when the place is a record, its position in the dataset the report is of, as
-    :func:`~mxrec.datasets.shard_set.open_dataset` numbers them (``duplicates="last"``): the ``.idx`` entry, or
-    among the intact records without an ``.idx``; in a shard set's checks over the whole set, across the shards.
+    :func:`~mxrec.datasets.shard_set.open_dataset` numbers them (``duplicates="last"``, not strict): the ``.idx``
+    entry, or among the intact records when the report's :attr:`Report.numbering` is ``"scan"``; in a shard
+    set's checks over the whole set, across the shards.
     Pages read the record by it (:meth:`~mxrec.io.records.Records.fetch`), whatever the dataset.
     """
 
@@ -61,6 +62,10 @@ class Report:
     #: The positions a reader of the dataset numbers (its ``.idx`` entries, else its intact records): the range
     #: of :attr:`Problem.position`.
     numbered: int = field(default=0, compare=False)
+    #: How the positions are numbered: ``"index"`` (the ``.idx`` entries: a reader opened on the ``.idx``) or
+    #: ``"scan"`` (the intact records in file order: a reader opened with ``index=False``; also when the
+    #: ``.idx`` is missing, unreadable or lists offsets a reader refuses).
+    numbering: str = field(default="scan", compare=False)
     #: What the pages show of the samples (``mxrec.doctor.contents.Overview``: positions, labels, image sizes),
     #: when the content checks ran; not part of the printed report.
     overview: Any = field(default=None, repr=False, compare=False)

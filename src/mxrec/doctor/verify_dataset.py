@@ -50,16 +50,17 @@ from mxrec.doctor.check_recordio import check_framing, check_index_entries, chec
 from mxrec.doctor.contents import (
     find_face_layout,
     looks_like_image_dataset,
+    number_records,
     offset_keys,
     overview,
     read_contents,
     scan_contents,
 )
 from mxrec.doctor.report import Check, Report
-from mxrec.errors import OptionError
-from mxrec.format.idx import KeyType
+from mxrec.errors import IndexFileError, OptionError
+from mxrec.format.idx import Index, KeyType
 from mxrec.format.insightface import resolve_layout
-from mxrec.io.index import resolve_index
+from mxrec.io.index import check_offset_range, resolve_index
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.storage.memory_map import mapped
 
@@ -71,6 +72,15 @@ __all__ = ["Report", "verify_dataset", "verify_recordio"]
 ContentScan = Callable[..., list]
 
 DATASET_KINDS = ("auto", "image", "raw")
+
+
+def _opens(index: Index, size: int, rec_path: str, idx_path: str) -> bool:
+    """Whether a reader opens ``rec_path`` with this ``.idx`` (every offset inside the file, 4-byte aligned)."""
+    try:
+        check_offset_range(index.offsets, index.keys, size, rec_path, idx_path)
+    except IndexFileError:
+        return False
+    return True
 
 
 def verify_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
@@ -173,12 +183,18 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             else:
                 starts = np.array([s.offset for s in spans], np.int64)
                 report.checks.append(check_index_entries(index, starts, len(buf)))
-                report.numbered = len(index)
+                if _opens(index, len(buf), rec_path, idx_path):
+                    report.numbered, report.numbering = len(index), "index"
+                else:  # a reader refuses this .idx: the records are numbered as a scan of the file finds them
+                    for problem in report.checks[-1].problems:
+                        problem.position = None
             keys = None if index is None else offset_keys(index)
         if dataset_kind != "raw" or lst is not None or against is not None:
             gather = None if scan is None else functools.partial(scan, rec_path)
             contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout,
                                      progress=progress, gather=gather)
+            if report.numbering == "scan":
+                number_records(contents, None)
     if contents is None:
         return report
     other = None if against is None else read_contents(against, key_type=key_type, workers=workers,

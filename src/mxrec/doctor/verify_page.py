@@ -91,7 +91,8 @@ def verify_page(report: Any, rec_path: str | os.PathLike | Sequence, idx_path: s
         ``{class id: name}`` (a ``.labels`` file).
     records
         The dataset to read the thumbnails from, numbered as the report's positions are; default: it is
-        opened with :func:`~mxrec.datasets.shard_set.open_dataset` (``duplicates="last"``, not strict).
+        opened with :func:`~mxrec.datasets.shard_set.open_dataset` (``duplicates="last"``, not strict; without
+        the ``.idx`` when the report numbers the records as a scan finds them).
     seed
         Which samples are shown.
 
@@ -108,7 +109,8 @@ def verify_page(report: Any, rec_path: str | os.PathLike | Sequence, idx_path: s
     grid = _grid(data, classes, rng)
     wanted = sorted({p for _, _, items in offending for p, _ in items}
                     | {p for _, positions in grid for p in positions})
-    thumbnails, note = _read(records, rec_path, idx_path, wanted, label_names)
+    index = False if not hasattr(report, "reports") and report.numbering == "scan" else idx_path
+    thumbnails, note = _read(records, rec_path, index, wanted, label_names)
     sections = [checks_table(report)]
     if note:
         sections.append(f"<p class=\"note\" id=\"unreadable\">{escape(note)}</p>")
@@ -209,7 +211,7 @@ def _shown_classes(counts: Counter, rng: np.random.Generator) -> list[tuple[str,
 # -- reading the thumbnails --------------------------------------------------------------------------------------
 
 
-def _read(records: Records | None, rec_path: Any, idx_path: Any, positions: list[int],
+def _read(records: Records | None, rec_path: Any, index: Any, positions: list[int],
           label_names: dict[int, str] | None) -> tuple[dict[int, Thumbnail], str]:
     """A :class:`Thumbnail` per position, read with one fetch; and why the records could not be read, if so."""
     if not positions:
@@ -217,7 +219,7 @@ def _read(records: Records | None, rec_path: Any, idx_path: Any, positions: list
     reader = records
     if reader is None:
         try:
-            reader = open_dataset(rec_path, idx_path, duplicates="last", strict=False)
+            reader = open_dataset(rec_path, index, duplicates="last", strict=False)
         except (MxrecError, OSError) as exc:
             return {}, f"records not readable for thumbnails: {exc}"
     try:
