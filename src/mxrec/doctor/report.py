@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mxrec.doctor.html import checks_table, fragment
+
 
 @dataclass
 class Problem:
@@ -84,6 +86,10 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"path": self.path, "ok": self.ok, "checks": [c.to_dict() for c in self.checks]}
+
+    def _repr_html_(self) -> str:
+        """The verdict and every check, failed ones first, in Jupyter (``verify --html`` draws the records too)."""
+        return fragment(f"mxrec verify: {self.path}", [checks_table(self)])
 
     def format_text(self, max_problems: int = 10) -> str:
         lines = [f"{self.path}: {'OK' if self.ok else 'FAILED'}"]
