@@ -267,3 +267,15 @@ def test_count_distribution(counts, labels):
     found, numbers = count_distribution(counts)
     assert found == labels and sum(numbers) == len(counts)
     assert numbers[0] == Counter(counts)[1]
+
+
+def test_offending_thumbnails_are_capped_over_many_failed_checks(tmp_path, monkeypatch):
+    from mxrec.doctor import verify_page as module
+
+    rec = tmp_path / "bad.rec"
+    labelled_set(rec, [30, 30], size=lambda key: (12, 10))
+    report = verify_dataset(rec, num_classes=1)  # 30 records of class 1 out of range
+    monkeypatch.setattr(module, "OFFENDING_MAX", 5)
+    html = verify_page(report, rec)
+    assert html.count("<figure") == 5 + 2 * SAMPLES_PER_CLASS  # 5 offending, and the samples of both classes
+    assert "(5 of 30 shown)" in html

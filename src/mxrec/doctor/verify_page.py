@@ -4,8 +4,8 @@ What the page shows, top to bottom:
 
 * every check, failed ones first (a shard set's: the manifest, the checks over the whole set, each shard's);
 * **offending records**: thumbnails of the records each failed check names (up to
-  :data:`THUMBNAILS_PER_CHECK` a check), captioned with the name the report gives them, the label and what
-  is wrong;
+  :data:`THUMBNAILS_PER_CHECK` a check, :data:`OFFENDING_MAX` in all), captioned with the name the report
+  gives them, the label and what is wrong;
 * **samples per class**: :data:`SAMPLES_PER_CLASS` thumbnails of each class, the class by id and name (a
   ``.labels`` file); with more than :data:`CLASS_ROWS` classes the most and the least frequent and a seeded
   sample of the rest (an InsightFace face set's identities alike); records without class ids: a sample;
@@ -56,6 +56,7 @@ from mxrec.image.codec import decode_pixels_scaled
 from mxrec.io.records import Records
 
 THUMBNAILS_PER_CHECK = 12
+OFFENDING_MAX = 120  # offending records shown in all (a shard set's shards may each fail)
 SAMPLES_PER_CLASS = 6
 CLASS_ROWS = 24  # classes shown one row each; beyond, the most and least frequent and a sample of the rest
 BARS = 40  # classes drawn one bar each; beyond, how many classes hold how many records
@@ -169,9 +170,10 @@ def _offending(report: Any, firsts: dict[int, int]) -> list[tuple[str, Any, list
         if status_of(check) != "fail":
             continue
         first = shards.get(scope, 0)  # a shard's own checks number its records from its first
-        items = [(first + p.position, p) for p in check.problems if p.position is not None]
+        room = min(THUMBNAILS_PER_CHECK, OFFENDING_MAX - sum(len(items) for _, _, items in found))
+        items = [(first + p.position, p) for p in check.problems if p.position is not None][:max(room, 0)]
         if items:
-            found.append((scope, check, items[:THUMBNAILS_PER_CHECK]))
+            found.append((scope, check, items))
     return found
 
 
