@@ -25,6 +25,7 @@ webhdfs_proxy        function  :class:`~testkit.proxy.WebHDFSProxy`, proxies bef
                                data node of ``webhdfs_server`` (redirects rewritten to the latter);
                                ``filesystem_kwargs()`` / ``filesystem()`` for fsspec through them
 dist_ranks           function  ``run_ranks`` from :mod:`testkit.ranks` with its files in ``tmp_path``
+browser              module    a headless chromium (:func:`testkit.browser.launch`): skips without one
 ===================  ========  ===========================================================================
 
 Every server and proxy is stopped at teardown, also when the test fails; a proxy whose connection threads met an
@@ -192,3 +193,11 @@ def dist_ranks(tmp_path: Path) -> Callable[..., list[Any]]:
     from testkit.ranks import run_ranks
 
     return functools.partial(run_ranks, workdir=tmp_path / "ranks")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from testkit.browser import launch
+
+    with launch() as launched:
+        yield launched

@@ -6,7 +6,8 @@ a .rec file or URL, or a shard set.
 
 It runs the iterator for --batches N or --seconds S (default: 50 batches or 20 s, whichever first), after
 --warmup batches that are not measured, and reports: the checks of the batches (dtype, value range after
-normalisation, shapes, labels mixed within batches, memory), throughput, where each sample's time goes
+normalisation, shapes, labels against the dataset's (its identities, or a spread sample of its headers),
+memory), throughput, where each sample's time goes
 (fetch, decode, augment, write; the consumer's wait), the machine (CPU per core, the data's disk, memory),
 the stored image sizes, the bound and what to change. --step-time MS simulates a training step per batch.
 --sweep name=v1,v2 runs every variant and marks the fastest. --records reads records only (storage speed).

@@ -8,6 +8,11 @@ face set its layout (header record, identity ranges, face labels). With --lst
 it also checks the image list the .rec was packed from, with --against another
 dataset for shared images (train/val leakage).
 
+--html FILE also writes a self-contained page: the checks, thumbnails of the
+records each failed check names, samples of each class (class names from
+--labels FILE, or NAME.labels beside NAME.rec), the class histogram and every
+image's size.
+
 --repair OUT writes a clean copy of every intact record plus a fresh .idx to
 OUT and reports what was dropped; the input is never changed.
 
@@ -24,14 +29,24 @@ from collections.abc import Callable
 from typing import Any
 
 from mxrec.cli.info import describe_text
-from mxrec.cli.options import add_dataset, add_engine, add_no_progress, add_workers, check_engine, key_type
+from mxrec.cli.options import (
+    add_dataset,
+    add_engine,
+    add_label_names,
+    add_no_progress,
+    add_workers,
+    check_engine,
+    key_type,
+    label_names,
+)
 from mxrec.cli.progress import Progress
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
-from mxrec.doctor.html import verify_page, write_page
+from mxrec.doctor.html import write_page
 from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.sets import verify as verify_dataset
 from mxrec.doctor.verify_dataset import DATASET_KINDS
+from mxrec.doctor.verify_page import verify_page
 from mxrec.format.insightface import LAYOUTS
 from mxrec.interop import describe_set
 from mxrec.interop.sets import foreign_format
@@ -61,7 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     p.add_argument("--json", action="store_true", help="print JSON (every problem listed)")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (thumbnails of offending "
-                                                  "records, class histogram, image sizes)")
+                                                  "records, samples of each class, class histogram, image sizes)")
+    add_label_names(p)
     p.add_argument("--max-problems", type=int, default=10, help="problems listed per check in text output")
     add_engine(p, "read and decode the records (ray: the per-record checks as Ray tasks; same report)")
     add_no_progress(p)
@@ -101,6 +117,7 @@ def check_foreign(args: argparse.Namespace, fmt: str) -> int:
 def check(args: argparse.Namespace, verify: Callable[..., Any]) -> int:
     """Run the checks with ``verify`` (:func:`mxrec.doctor.sets.verify` or the Ray engine's) and print the report."""
     keys_are = key_type(args)
+    names = label_names(args) if args.html else None  # a bad --labels fails before the long checks
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
     repair = repair_dataset(args.rec, args.repair, args.idx, keys_are) if args.repair else None
     with Progress(label="decoding: " if args.decode else "reading: ", unit="rec",
@@ -111,7 +128,7 @@ def check(args: argparse.Namespace, verify: Callable[..., Any]) -> int:
             label_kind=args.label_kind, min_class_samples=args.min_class_samples, max_imbalance=args.max_imbalance,
             workers=args.workers, progress=bar)
     if args.html:
-        write_page(args.html, verify_page(report, args.rec, args.idx))
+        write_page(args.html, verify_page(report, args.rec, args.idx, label_names=names))
     if args.json:
         out = report.to_dict()
         if repair is not None:

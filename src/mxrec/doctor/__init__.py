@@ -9,7 +9,9 @@
 * :mod:`~mxrec.doctor.sets`: ``info`` and ``verify`` of a shard set, per shard and in total.
 * :mod:`~mxrec.doctor.dataset_info` (``mxrec info``), :mod:`~mxrec.doctor.stats`, :mod:`~mxrec.doctor.preview`
   (contact sheets), :mod:`~mxrec.doctor.repair` (a clean copy of a damaged file).
-* :mod:`~mxrec.doctor.html`: reports as self-contained HTML pages (``verify --html``; the kit ``probe`` shares).
+* :mod:`~mxrec.doctor.html`: the kit every HTML report is drawn with (pages, and notebook blocks for the
+  results' ``_repr_html_``); :mod:`~mxrec.doctor.verify_page`: ``verify --html``, the checks, the offending
+  records and the data (samples per class, class histogram, image sizes), read by position.
 
 Library code reports progress through ``progress(done, total)`` callbacks and
 never prints. The checks read whole files byte by byte (framing, padding, what lies between records), so they map

@@ -31,7 +31,7 @@ def image_records(contents: list[RecordContent]) -> list[RecordContent]:
 def check_images(contents: list[RecordContent], decoded: bool) -> Check:
     """The ``images`` check; ``decoded`` says whether the contents were scanned with decoding."""
     records = image_records(contents)
-    problems = [Problem(c.name, f"{c.image.fault}: {c.image.reason}") for c in records if c.image.fault]
+    problems = [Problem(c.name, f"{c.image.fault}: {c.image.reason}", c.at) for c in records if c.image.fault]
     faults = Counter(c.image.fault for c in records if c.image.fault)
     formats = Counter(c.image.format for c in records)
     details = {"images": len(records), "decoded": decoded, "formats": dict(formats), "faults": dict(faults)}
@@ -60,13 +60,13 @@ def check_shapes(contents: list[RecordContent], factor: float = 4.0) -> Check:
     for c in sized:
         height, width, depth = c.image.shape
         if depth != common_channels:
-            problems.append(Problem(c.name, f"{depth} channel(s); most images have {common_channels}"))
+            problems.append(Problem(c.name, f"{depth} channel(s); most images have {common_channels}", c.at))
         if min(height, width) * factor < short_median:
             problems.append(Problem(c.name, f"{width}x{height}: shorter side under 1/{factor:g} of the "
-                                    f"median shorter side ({short_median:g} px)"))
+                                    f"median shorter side ({short_median:g} px)", c.at))
         elif max(height, width) > long_median * factor:
             problems.append(Problem(c.name, f"{width}x{height}: longer side over {factor:g}x the "
-                                    f"median longer side ({long_median:g} px)"))
+                                    f"median longer side ({long_median:g} px)", c.at))
     details = {"sized": len(sized), "unknown": len(records) - len(sized), "distinct_shapes": len(shapes),
                "shapes": {_shape_text(s): n for s, n in shapes.most_common(SHAPES_LISTED)},
                "channels": {str(k): n for k, n in sorted(channels.items())},

@@ -109,7 +109,7 @@ def outlying_ids(counts: Counter) -> set[int]:
 def check_labels(contents: list[RecordContent], num_classes: int | None = None, kind: str = "auto",
                  companion_ids: Collection[int] = ()) -> Check:
     """The ``labels`` check; ``companion_ids``: class ids in use in a companion dataset (see the module doc)."""
-    problems = [Problem(c.name, f"no IRHeader: {c.header_fault}") for c in contents if c.header_fault]
+    problems = [Problem(c.name, f"no IRHeader: {c.header_fault}", c.at) for c in contents if c.header_fault]
     records = labelled_records(contents)
     kind = resolve_label_kind(records, kind)
     widths = Counter(len(c.labels) for c in records)
@@ -117,15 +117,16 @@ def check_labels(contents: list[RecordContent], num_classes: int | None = None, 
     counts = Counter()
     for c in records:
         if not all(math.isfinite(v) for v in c.labels):
-            problems.append(Problem(c.name, f"label values include NaN or infinity: {list(c.labels)}"))
+            problems.append(Problem(c.name, f"label values include NaN or infinity: {list(c.labels)}", c.at))
             counts["non_finite"] += 1
         if len(c.labels) != common_width:
-            problems.append(Problem(c.name, f"{len(c.labels)} label value(s); most records have {common_width}"))
+            problems.append(Problem(c.name, f"{len(c.labels)} label value(s); most records have {common_width}",
+                                    c.at))
             counts["odd_width"] += 1
         if kind == "class" and c.labels:
             what = _first_label_problem(c.labels[0], num_classes)
             if what is not None:
-                problems.append(Problem(c.name, what))
+                problems.append(Problem(c.name, what, c.at))
                 counts["bad_class_id"] += 1
     details: dict = {"labelled_records": len(records), "kind": kind,
                      "widths": {str(w): n for w, n in sorted(widths.items())},
@@ -139,7 +140,7 @@ def check_labels(contents: list[RecordContent], num_classes: int | None = None, 
             if num_classes is None else set()
         below = [i for i in in_use if i not in outliers]
         problems += [Problem(c.name, f"class id {class_id(c)} lies far above the others (the next lower id in use "
-                                     f"is {max(below)}): a wrong label? (--num-classes sets the range of ids)")
+                                     f"is {max(below)}): a wrong label? (--num-classes sets the range of ids)", c.at)
                      for c in records if class_id(c) in outliers]
         classes = num_classes if num_classes is not None else max(below, default=-1) + 1
         missing = sorted(set(range(classes)) - in_use)

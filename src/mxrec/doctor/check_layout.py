@@ -35,7 +35,8 @@ def check_face_layout(contents: list[RecordContent], layout: FaceLayout | None,
               for c in keyed if layout.identity_start <= c.key < layout.end}
     faces = [c for c in keyed if 1 <= c.key < layout.identity_start and c.labels]
     face_labels = (np.array([c.key for c in faces], np.int64), np.array([c.labels[0] for c in faces], np.float64))
-    problems = [Problem(where, what) for where, what in
+    positions = {c.key: c.at for c in keyed}
+    problems = [Problem(where, what, positions.get(where) if type(where) is int else None) for where, what in
                 layout_problems(layout, [c.key for c in keyed], ranges, face_labels)]
     details = {"identities": layout.identities, "faces": layout.faces, "identity_start": layout.identity_start,
                "records": layout.end}

@@ -64,7 +64,8 @@ def check_list(lst_path: str | os.PathLike, contents: list[RecordContent],
     for record in records:
         first = by_id.setdefault(record.record_id, record)
         if first is not record:
-            problems.append(Problem(record.name, f"record id {record.record_id} is also the id of {first.name}"))
+            problems.append(Problem(record.name, f"record id {record.record_id} is also the id of {first.name}",
+                                    record.at))
     seen: dict[int, int] = {}
     missing_files = 0
     for number, entry in entries:
@@ -81,9 +82,9 @@ def check_list(lst_path: str | os.PathLike, contents: list[RecordContent],
             problems.append(Problem(where, f"index {entry.index}: no record has this id"))
         elif not labels_agree(entry, record):
             problems.append(Problem(where, f"index {entry.index}: labels {_text(entry.labels)} but record "
-                                    f"{record.name} holds {_text(record.labels)}"))
+                                    f"{record.name} holds {_text(record.labels)}", record.at))
     unlisted = [r for r in by_id.values() if r.record_id not in seen]
-    problems.extend(Problem(r.name, f"record id {r.record_id} is not in the .lst") for r in unlisted)
+    problems.extend(Problem(r.name, f"record id {r.record_id} is not in the .lst", r.at) for r in unlisted)
     details = {"lines": len(entries), "root": root, "records_with_id": len(records),
                "missing_files": missing_files, "records_not_listed": len(unlisted)}
     summary = (f"{len(entries)} line(s) against {len(records)} record(s)"

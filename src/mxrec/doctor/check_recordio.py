@@ -101,11 +101,11 @@ def check_index_entries(index: Index, starts: np.ndarray, file_size: int) -> Che
     for entry in np.flatnonzero(repeated | past_end | not_starts).tolist():
         key, offset = keys[entry], int(offsets[entry])
         if repeated[entry]:
-            problems.append(Problem(key, "duplicate key: listed more than once"))
+            problems.append(Problem(key, "duplicate key: listed more than once", entry))
         if past_end[entry]:
-            problems.append(Problem(key, f"offset {offset} is past the end of the file ({file_size} bytes)"))
+            problems.append(Problem(key, f"offset {offset} is past the end of the file ({file_size} bytes)", entry))
         elif not_starts[entry]:
-            problems.append(Problem(key, f"offset {offset} is not the start of an intact record"))
+            problems.append(Problem(key, f"offset {offset} is not the start of an intact record", entry))
     unlisted = starts[~_members(starts, np.sort(offsets))].tolist()
     problems.extend(Problem(off, "record is not listed in the index") for off in unlisted)
     duplicates = int(repeated.sum())

@@ -59,11 +59,41 @@ class RecordContent:
     image_bytes: int = 0
     digest: bytes | None = None  # SHA-1 of the image bytes, when there are any
     layout_record: bool = False  # an InsightFace header or identity record (key ranges, no image): not a sample
+    #: Its position in the dataset as a reader opened on the same ``.idx`` numbers the records (the ``.idx``
+    #: entry listing it; its position among the intact records when there is no ``.idx``); ``None`` when the
+    #: ``.idx`` does not list it. :attr:`~mxrec.doctor.report.Problem.position` is this number.
+    at: int | None = None
 
     @property
     def name(self) -> object:
         """How problems name the record: its key, or ``"byte N"`` when it has none."""
         return self.key if self.key is not None else f"byte {self.offset}"
+
+
+@dataclass
+class Overview:
+    """What pages show of the samples (every record but an InsightFace set's header and identity records), one
+    value per sample in arrays: position (:attr:`RecordContent.at`, -1 where none), first label (NaN without a
+    header), image width and height (0 where unknown), and whether the labels are a face set's identities."""
+
+    at: np.ndarray  # int64
+    labels: np.ndarray  # float64
+    widths: np.ndarray  # int32
+    heights: np.ndarray  # int32
+    faces: bool = False
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+
+def overview(contents: Sequence[RecordContent], faces: bool = False) -> Overview:
+    """The :class:`Overview` of the samples among ``contents``; ``faces``: they are a face set's faces."""
+    samples = [c for c in contents if not c.layout_record]
+    shapes = [c.image.shape if c.image is not None and c.image.shape is not None and not c.image.fault else (0, 0)
+              for c in samples]
+    return Overview(np.array([-1 if c.at is None else c.at for c in samples], np.int64),
+                    np.array([c.labels[0] if c.labels else np.nan for c in samples], np.float64),
+                    np.array([s[1] for s in shapes], np.int32), np.array([s[0] for s in shapes], np.int32), faces)
 
 
 def available_cores() -> int:
@@ -160,9 +190,21 @@ def scan_contents(buf: framing.Buffer, spans: list[framing.RecordSpan], keys_by_
             pool.shutdown(wait=True, cancel_futures=True)
     if gather is None:
         contents = [content for first in firsts for content in batches[first]]
+    number_records(contents, keys_by_offset)
     if layout != "plain":
         mark_layout_records(contents)
     return contents
+
+
+def number_records(contents: list[RecordContent], keys_by_offset: OffsetKeys | None) -> None:
+    """Set each record's :attr:`RecordContent.at`: its ``.idx`` entry, or its position without an ``.idx``."""
+    if keys_by_offset is None:
+        for c in contents:
+            c.at = c.position
+        return
+    entries = keys_by_offset.entries_at([c.offset for c in contents])
+    for c, entry in zip(contents, entries, strict=True):
+        c.at = entry
 
 
 def find_face_layout(contents: list[RecordContent]) -> FaceLayout | None:
@@ -197,14 +239,22 @@ class OffsetKeys:
 
     def keys_at(self, offsets: Sequence[int]) -> list:
         """The key at each of ``offsets``; None where the ``.idx`` lists none."""
+        keys = self._keys
+        return [None if entry is None else keys[entry] for entry in self.entries_at(offsets)]
+
+    def entries_at(self, offsets: Sequence[int]) -> list[int | None]:
+        """The number of the (first) ``.idx`` entry listing each of ``offsets``: the position a reader opened on
+        the ``.idx`` gives that record; None where the ``.idx`` lists none."""
         query = np.asarray(offsets, np.int64)
-        at = np.minimum(np.searchsorted(self._offsets, query), max(len(self._offsets) - 1, 0))
         if not len(self._offsets):
             return [None] * len(query)
+        at = np.minimum(np.searchsorted(self._offsets, query), len(self._offsets) - 1)
         found = self._offsets[at] == query
-        positions = self._positions[at].tolist()
-        keys = self._keys
-        return [keys[p] if ok else None for p, ok in zip(positions, found.tolist(), strict=True)]
+        return [int(p) if ok else None for p, ok in zip(self._positions[at].tolist(), found.tolist(), strict=True)]
+
+    def __len__(self) -> int:
+        """The ``.idx`` entries: the positions a reader opened on it numbers."""
+        return len(self._offsets)
 
 
 def offset_keys(index: Index) -> OffsetKeys:
@@ -239,21 +289,28 @@ def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     """
     shards, manifest = resolve_dataset(rec_path, storage_options)
     if len(shards) == 1 and manifest is None:
-        return _file_contents(shards[0].rec, idx_path, key_type, decode, workers, layout, progress, storage_options)
+        return _file_contents(shards[0].rec, idx_path, key_type, decode, workers, layout, progress,
+                              storage_options)[0]
     records: list[RecordContent] = []
     damage: list[str] = []
+    numbered = 0  # the positions the shards before this one number, in a reader of the whole set
     for shard in shards:
-        found = _file_contents(shard.rec, shard.idx, key_type, decode, workers, "plain", progress, storage_options)
+        found, count = _file_contents(shard.rec, shard.idx, key_type, decode, workers, "plain", progress,
+                                      storage_options)
         for content in found.records:
             content.position += len(records)
+            if content.at is not None:
+                content.at += numbered
         records.extend(found.records)
         damage.extend(found.damage)
+        numbered += count
     return FileContents(records, damage)
 
 
 def _file_contents(rec_path: str, idx_path: str | os.PathLike | None, key_type: KeyType, decode: bool,
                    workers: int | None, layout: str, progress: Callable[[int, int], None] | None,
-                   storage_options: StorageOptions) -> FileContents:
+                   storage_options: StorageOptions) -> tuple[FileContents, int]:
+    """The file's contents, and the positions a reader of it numbers."""
     idx_path = resolve_index(rec_path, idx_path, storage_options)
     keys = None
     damage = []
@@ -265,4 +322,4 @@ def _file_contents(rec_path: str, idx_path: str | os.PathLike | None, key_type: 
     with mapped(rec_path, storage_options) as buf:
         spans, faults = framing.salvage_spans(buf, rec_path)
         records = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout, progress=progress)
-    return FileContents(records, [str(f) for f in faults] + damage)
+    return FileContents(records, [str(f) for f in faults] + damage), len(spans) if keys is None else len(keys)

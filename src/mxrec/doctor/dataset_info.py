@@ -19,6 +19,7 @@ import numpy as np
 
 from mxrec.datasets.face_set import read_face_set, read_property
 from mxrec.doctor.check_recordio import check_index_entries
+from mxrec.doctor.html import escape, fragment, key_values
 from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError
 from mxrec.format import framing
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack_header
@@ -96,32 +97,43 @@ class DatasetInfo:
     def to_dict(self) -> dict:
         return asdict(self) | {"damaged": self.damaged}
 
-    def format_text(self) -> str:
-        lines = [
-            f"file:              {self.path}",
-            f"size:              {self.bytes} bytes",
-            f"records:           {self.records} ({self.multipart_records} multi-part)",
-            f"payload bytes:     {self.payload_bytes}"
-            + (f" (record sizes {self.min_record}..{self.max_record})" if self.records else ""),
-            "payload kinds:     " + (", ".join(f"{k} {v}" for k, v in sorted(self.payload_kinds.items()))
-                                     or "-"),
+    def rows(self) -> list[tuple[str, str]]:
+        """``(name, value)`` of each line of the summary, as :meth:`format_text` prints them."""
+        rows = [
+            ("file", self.path),
+            ("size", f"{self.bytes} bytes"),
+            ("records", f"{self.records} ({self.multipart_records} multi-part)"),
+            ("payload bytes", f"{self.payload_bytes}"
+             + (f" (record sizes {self.min_record}..{self.max_record})" if self.records else "")),
+            ("payload kinds", ", ".join(f"{k} {v}" for k, v in sorted(self.payload_kinds.items())) or "-"),
         ]
         lab = self.labels
         if lab.records_with_header:
             widths = ", ".join(f"width {w}: {n}" for w, n in sorted(lab.widths.items()))
             kind = "integer-valued" if lab.integer_valued else "real-valued"
-            lines.append(f"labels:            {lab.records_with_header} headers ({widths}); "
-                         f"range {lab.min:g}..{lab.max:g}, {lab.distinct_first_labels} distinct, {kind}"
+            rows.append(("labels", f"{lab.records_with_header} headers ({widths}); "
+                                   f"range {lab.min:g}..{lab.max:g}, {lab.distinct_first_labels} distinct, {kind}"
                          + (f" (faces only; {lab.layout_records} header and identity records left out)"
-                            if lab.layout_records else ""))
+                            if lab.layout_records else "")))
         else:
-            lines.append("labels:            no IRHeaders")
+            rows.append(("labels", "no IRHeaders"))
         entries = "" if self.index_entries is None else f" ({self.index_entries} entries)"
-        lines.append(f"index:             {self.index_path or '-'}: {self.index_status}{entries}")
-        lines.append(f"layout:            {self.layout.text()}")
-        for fault in self.faults:
-            lines.append(f"damage:            {fault}")
-        return "\n".join(lines)
+        rows.append(("index", f"{self.index_path or '-'}: {self.index_status}{entries}"))
+        rows.append(("layout", self.layout.text()))
+        rows += [("damage", fault) for fault in self.faults]
+        return rows
+
+    def format_text(self) -> str:
+        return "\n".join(f"{name + ':':<19}{value}" for name, value in self.rows())
+
+    def _repr_html_(self) -> str:
+        """The summary as a table, in Jupyter; faults and a damaged index or layout marked."""
+        flagged = {"damage"} | ({"index"} if self.index_status not in ("ok", "missing") else set()) | (
+            {"layout"} if self.layout.problem is not None else set())
+        verdict = "damaged" if self.damaged else "sound"
+        return fragment(f"mxrec info: {os.path.basename(self.path) or self.path}", [
+            f"<p>{escape(self.path)}: <b class=\"{'fail' if self.damaged else 'ok'}\">{verdict}</b></p>",
+            key_values(self.rows(), element_id="info", flagged=sorted(flagged))])
 
 
 def _record_head(buf: framing.Buffer, span: framing.RecordSpan) -> tuple[IRHeader | None, bytes, int]:

@@ -15,11 +15,13 @@ import math
 import os
 import textwrap
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
 from mxrec.datasets.opening import open_dataset
+from mxrec.doctor.html import escape, fragment, image_uri
 from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError, OptionError
 from mxrec.format.header import label_array, unpack
 from mxrec.format.idx import KeyType
@@ -33,6 +35,20 @@ GAP = 2
 BACKGROUND = (40, 40, 40)
 TEXT_COLOUR = (255, 255, 255)
 FAULT_COLOUR = (60, 60, 230)  # BGR red
+
+
+class ContactSheet(NamedTuple):
+    """What :func:`contact_sheet` made: the sheet (``uint8`` BGR image) and the keys shown, in order; in
+    Jupyter, the sheet itself."""
+
+    image: np.ndarray
+    keys: list
+
+    def _repr_html_(self) -> str:
+        shown = ", ".join(map(str, self.keys))
+        return fragment(f"mxrec preview: {len(self.keys)} record(s)", [
+            f"<img src=\"{image_uri(self.image, None, bgr=True, quality=90)}\" alt=\"contact sheet\" "
+            f"id=\"sheet\">", f"<p>keys {escape(shown)}</p>"])
 
 
 def sample_positions(total: int, count: int, seed: int = 0) -> list[int]:
@@ -132,7 +148,7 @@ def sample_records(reader: Records) -> list[int]:
 def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, *,
                   keys: Sequence[object] | None = None, count: int = 16, seed: int = 0, tile: int = 160,
                   columns: int | None = None, key_type: KeyType = int, label_names: dict[int, str] | None = None,
-                  on_fault: Callable[[object, str], None] | None = None) -> tuple[np.ndarray, list]:
+                  on_fault: Callable[[object, str], None] | None = None) -> ContactSheet:
     """A contact sheet: records as a grid of tiles, ``"key | label"`` under each (``mxrec preview``).
 
     The sample is drawn from the samples of the dataset: an InsightFace face
@@ -166,8 +182,9 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
 
     Returns
     -------
-    tuple
-        The sheet (``uint8`` BGR image) and the keys shown.
+    ContactSheet
+        The sheet (``uint8`` BGR image) and the keys shown: ``sheet, keys = contact_sheet(...)``; in Jupyter it
+        shows the sheet.
 
     Raises
     ------
@@ -199,7 +216,7 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
             tiles.append(image)
             if fault is not None and on_fault is not None:
                 on_fault(key, fault)
-        return grid(tiles, columns), [reader.keys[p] for p in positions]
+        return ContactSheet(grid(tiles, columns), [reader.keys[p] for p in positions])
 
 
 def image_output_format(path: str | os.PathLike) -> str:

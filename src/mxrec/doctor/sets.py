@@ -15,10 +15,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mxrec.datasets.shard_set import Shard, resolve_dataset
 from mxrec.doctor.check_leakage import check_set_duplicates, check_set_leakage
 from mxrec.doctor.contents import read_contents
 from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
+from mxrec.doctor.html import checks_table, escape, fragment, table
 from mxrec.doctor.report import Check, Problem, Report
 from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ManifestError
@@ -75,6 +78,16 @@ class ShardSetInfo:
         return (any(s.damaged for s in self.shards) or bool(self.missing)
                 or (self.manifest is not None and not self.manifest.ok))
 
+    def _repr_html_(self) -> str:
+        """A row per shard, the totals and the manifest, in Jupyter."""
+        rows = [[s.path, s.records, s.bytes, f"{s.index_status}", "damaged" if s.damaged else "sound"]
+                for s in self.shards] + [[m, "-", "-", "-", "missing"] for m in self.missing]
+        rows.append([f"total: {len(self.shards) + len(self.missing)} shards", self.records, self.bytes, "", ""])
+        manifest = "" if self.manifest is None else f"<p>manifest: {escape(self.manifest.summary)}</p>"
+        verdict = f"<p><b class=\"{'fail' if self.damaged else 'ok'}\">{'damaged' if self.damaged else 'sound'}</b></p>"
+        return fragment(f"mxrec info: {self.path}", [verdict, table(["shard", "records", "bytes", "index", ""], rows,
+                                                                  element_id="shards"), manifest])
+
     def to_dict(self) -> dict:
         return {"path": self.path, "shards": [s.to_dict() for s in self.shards], "missing": self.missing,
                 "records": self.records, "bytes": self.bytes,
@@ -111,6 +124,10 @@ class ShardSetReport:
     @property
     def clean(self) -> bool:
         return self.ok and all(r.clean for r in self.reports)
+
+    def _repr_html_(self) -> str:
+        """The verdict, the manifest, the checks over the whole set and every shard's, in Jupyter."""
+        return fragment(f"mxrec verify: {self.path}", [checks_table(self)])
 
     def to_dict(self) -> dict:
         return {"path": self.path, "ok": self.ok, "shards": [r.to_dict() for r in self.reports],
@@ -189,7 +206,8 @@ def _set_checks(reports: list[Report], against: str | os.PathLike | None, key_ty
                 storage_options: StorageOptions) -> list[Check]:
     """The checks over the records of every shard: duplicates (where the shards got content checks), leakage."""
     checks = []
-    samples = [(r.path, r.samples) for r in reports if r.samples]
+    firsts = np.cumsum([0] + [r.numbered for r in reports]).tolist()  # each shard's first position in the set
+    samples = [(r.path, first, r.samples) for r, first in zip(reports, firsts, strict=False) if r.samples]
     if samples:
         checks.append(check_set_duplicates(samples))
     if against is not None:

@@ -57,17 +57,19 @@ from mxrec.doctor.contents import (
     OffsetKeys,
     find_face_layout,
     looks_like_image_dataset,
+    number_records,
     offset_keys,
+    overview,
     read_contents,
     scan_contents,
 )
 from mxrec.doctor.report import Check, Report
-from mxrec.errors import ChecksumError, OptionError
+from mxrec.errors import ChecksumError, IndexFileError, OptionError
 from mxrec.format.checksums import BlockChecksums
-from mxrec.format.idx import KeyType
+from mxrec.format.idx import Index, KeyType
 from mxrec.format.insightface import resolve_layout
 from mxrec.io.checksummed import find_checksums, records_between
-from mxrec.io.index import resolve_index
+from mxrec.io.index import check_offset_range, resolve_index
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.storage.memory_map import mapped
 
@@ -79,6 +81,15 @@ __all__ = ["Report", "verify_dataset", "verify_recordio"]
 ContentScan = Callable[..., list]
 
 DATASET_KINDS = ("auto", "image", "raw")
+
+
+def _opens(index: Index, size: int, rec_path: str, idx_path: str) -> bool:
+    """Whether a reader opens ``rec_path`` with this ``.idx`` (every offset inside the file, 4-byte aligned)."""
+    try:
+        check_offset_range(index.offsets, index.keys, size, rec_path, idx_path)
+    except IndexFileError:
+        return False
+    return True
 
 
 def verify_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
@@ -201,6 +212,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
     with mapped(rec_path, storage_options) as buf:
         framing_check, spans = check_framing(buf, rec_path)
         report.checks.append(framing_check)
+        report.numbered = len(spans)
         report.checks.append(check_padding(buf, spans))
         keys = None
         if idx_path is not None:
@@ -210,6 +222,11 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             else:
                 starts = np.array([s.offset for s in spans], np.int64)
                 report.checks.append(check_index_entries(index, starts, len(buf)))
+                if _opens(index, len(buf), rec_path, idx_path):
+                    report.numbered, report.numbering = len(index), "index"
+                else:  # a reader refuses this .idx: the records are numbered as a scan of the file finds them
+                    for problem in report.checks[-1].problems:
+                        problem.position = None
             keys = None if index is None else offset_keys(index)
         offsets = np.array([s.offset for s in spans], np.int64)
         names = _RecordNames(offsets, keys)
@@ -219,6 +236,8 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             gather = None if scan is None else functools.partial(scan, rec_path)
             contents = scan_contents(buf, spans, keys, decode=decode, workers=workers, layout=layout,
                                      progress=progress, gather=gather)
+            if report.numbering == "scan":
+                number_records(contents, None)
     if contents is None:
         return report
     other = None if against is None else read_contents(against, key_type=key_type, workers=workers,
@@ -236,6 +255,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
             check_duplicates(contents),
         ]
         report.samples = contents
+        report.overview = overview(contents, faces=face_layout is not None)
     elif dataset_kind == "auto":
         report.checks.append(Check("content", True, "fewer than half the records hold an IRHeader and an image: "
                                    "label and image checks skipped (--kind image runs them)"))

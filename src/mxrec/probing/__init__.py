@@ -8,6 +8,7 @@ checklist -- and measures where the time goes, inside the real pipeline (the sta
   record read, warm-up excluded, and records timings, batches and stored image sizes;
 * :mod:`~mxrec.probing.machine`: CPU per core, the data's block device, memory, GPU memory over the run;
 * :mod:`~mxrec.probing.checks`: dtype, value range, shapes, labels, memory (``Check`` s with verdict codes);
+* :mod:`~mxrec.probing.labels`: the dataset's label distribution, and how far the batches' labels are from it;
 * :mod:`~mxrec.probing.advice`: the bound and the recommendations;
 * :mod:`~mxrec.probing.probe`: :func:`probe` (``mxrec.probe``), :class:`ProbeResult`, sweeps;
 * :mod:`~mxrec.probing.html`: the result as one self-contained HTML page.

@@ -9,7 +9,7 @@
 
 :func:`recommend` lists :class:`Advice` (a ``code``, the change, its expected effect): ``pack_resize``,
 ``fast_decode``, ``cache_dir``, ``prefetch``, ``fewer_threads``, ``more_threads``, ``uint8_output``,
-``shuffle``.
+``shuffle``, ``shuffle_window``.
 """
 
 from __future__ import annotations
@@ -147,6 +147,13 @@ def recommend(run: ProbeRun, bound: Check, checks: list[Check]) -> list[Advice]:
         advice.append(Advice("uint8_output", 'dtype="uint8" and normalise on the GPU',
                              f"normalising takes {100 * parts['share']['write']:.0f}% of the loading time and "
                              "uint8 batches are 4x smaller to move"))
-    if any(c.details.get("code") == "single_class_batches" for c in checks):
-        advice.append(Advice("shuffle", "shuffle=1", "batches mix the classes (needed for SGD to converge)"))
+    codes = {c.details.get("code") for c in checks}
+    if codes & {"single_class_batches", "unmixed_batches"}:
+        change = "a shuffling sampler (shuffle=True)" if loader else "shuffle=1"
+        advice.append(Advice("shuffle", change, "batches mix the classes (needed for SGD to converge)"))
+    if "narrow_shuffle" in codes:
+        window = int(p.get("shuffle_window", 1))
+        advice.append(Advice("shuffle_window", f"shuffle_window={max(4 * window, 8)} (or a smaller shuffle_block)",
+                             "each batch draws from more blocks, so from more of the label order (memory: "
+                             "that many blocks are kept)"))
     return advice

@@ -10,8 +10,13 @@ summary is for people. A check fails on a wrong property of the batches or the r
   0-1 values), ``scaled_twice`` (fail: values within 0..1/255, ``ToTensor`` twice), ``not_normalized``
   (warn: raw 0-255 floats), ``bgr_mean_order`` (warn: the red and blue means look swapped);
 * ``shapes``: ``shape_changes``, ``pad_not_last`` (fail);
-* ``labels``: ``label_out_of_range``, ``label_not_finite``, ``single_class_batches`` (fail: a dataset
-  packed in class order read without shuffling);
+* ``labels``: ``label_out_of_range``, ``label_not_finite``; against the dataset's labels
+  (:mod:`~mxrec.probing.labels`): ``single_class_batches`` (fail: a dataset packed in class order read without
+  shuffling: most batches hold one class), ``unmixed_batches`` (fail: unshuffled, batches mix far fewer
+  classes than a shuffled read would), ``narrow_shuffle`` (fail: a block shuffle too narrow for the label
+  order), ``label_shares`` (fail: the batches' label shares far from the dataset's). Without the dataset's
+  labels (a foreign ``DataLoader``, labels from a ``.lst``, one part of several), most batches holding one
+  class only is ``single_class_batches``;
 * ``memory``: ``memory_growth`` (fail: resident memory still climbing after the warm-up).
 """
 
@@ -23,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mxrec.doctor.report import Check, Problem
+from mxrec.probing.labels import DatasetLabels, LabelComparison, compare
 from mxrec.probing.run import ProbeRun
 
 MIB = 1 << 20
@@ -139,6 +145,7 @@ def check_shapes(run: ProbeRun) -> Check:
 
 
 def check_labels(run: ProbeRun, num_classes: int | None) -> Check:
+    """The ``labels`` check: finite, in range, and mixed as a shuffled read of the dataset would mix them."""
     labels = [b.labels for b in run.batches if b.labels.size]
     if not labels:
         return _check("labels", "ok", "no labels")
@@ -153,20 +160,79 @@ def check_labels(run: ProbeRun, num_classes: int | None) -> Check:
             return _check("labels", "label_out_of_range", f"{out.size} label(s) outside [0, {num_classes}): "
                                                            f"{sorted(set(out.tolist()))[:5]}", fail=True)
     distinct = np.unique(flat)
-    if not classes or distinct.size < 2 or (labels[0].ndim > 1 and labels[0].shape[1] > 1):
+    if not classes or (labels[0].ndim > 1 and labels[0].shape[1] > 1):
         return _check("labels", "ok", f"{distinct.size} distinct label value(s) over {len(labels)} batches",
                       classes=int(distinct.size))
+    data = run.dataset_labels
+    if data is not None and np.all(data.labels == np.round(data.labels)):
+        found = compare(labels, data)
+        if found.unknown * 2 <= found.samples:  # the batches' labels are the dataset's
+            return _compared(run, labels, distinct.size, data, found)
+    return _batches_alone(labels, distinct.size, run.labels_note)
+
+
+def _mix_text(labels: list[np.ndarray], classes: int, per_batch: float | None) -> str:
+    mixed = f", {per_batch:.1f} per batch" if per_batch is not None else ""
+    return f"batches: {classes} distinct label(s) over {len(labels)} batches ({sum(map(len, labels))} samples{mixed})"
+
+
+def _compared(run: ProbeRun, labels: list[np.ndarray], classes: int, data: DatasetLabels,
+              found: LabelComparison) -> Check:
+    """The verdict of :func:`~mxrec.probing.labels.compare` (see the module docstring)."""
+    details = {"classes": classes, "dataset": {"classes": found.classes, "source": data.source,
+                                               "sampled": len(data.labels), "records": data.total,
+                                               "every_record": data.exact},
+               "comparison": found.to_dict(), "single_class_batches": found.single_class,
+               "classes_per_batch": None if found.per_batch is None else round(found.per_batch, 2)}
+    text = (f"{_mix_text(labels, classes, found.per_batch)}; the dataset holds {found.classes} classes "
+            f"({data.describe()}): the batches cover {found.covered} of them")
+    shuffled = f"a shuffled read of {found.samples} samples would cover {found.expected_covered:.1f}"
+    if found.expected_per_batch is not None:
+        shuffled += f", {found.expected_per_batch:.1f} per batch"
+    order = "the records are stored in label order" if found.stored_in_order else "labels come in runs"
+    shares = (f"the batches' label shares are {found.distance:.2f} (total variation) from the dataset's, where a "
+              f"shuffled read gives {found.chance_distance:.2f} (at most {found.highest_distance:.2f})")
+    narrow = (f"a block shuffle too narrow for the label order -- {order}, and the batches draw from "
+              f"{run.params.get('shuffle_window', 1)} block(s) of {run.shuffle_block} records at a time: widen "
+              "shuffle_window, shorten shuffle_block, or repack in random order")
+    off = found.mixing_off or found.shares_off
+    # read in label order: the records lie in runs of a label, and the batches hold few of them or runs too
+    in_order = found.stored_in_order and (found.mixing_off or found.covered <= found.expected_covered / 2)
+    if off and run.shuffle_block and found.stored_in_order:
+        return _check("labels", "narrow_shuffle", f"{text} ({shuffled}); {shares}: {narrow}", fail=True, **details)
+    if off and (in_order or found.mixing_off):
+        cause = (f"the batches are read in label order ({order})" if in_order
+                 else "the batches hold runs of labels: they are not shuffled")
+        if in_order and run.shuffle_block is None and run.mode == "iterator":
+            cause = "the data is read in label order (shuffle=0 on a class-sorted set)"
+        fix = "a shuffling sampler" if run.mode == "loader" else "set shuffle=1"
+        code = "single_class_batches" if found.single_class * 2 >= len(labels) else "unmixed_batches"
+        return _check("labels", code, f"{text} ({shuffled}): {cause} -- {fix} (or repack in random order)",
+                      fail=True, **details)
+    if found.shares_off:
+        return _check("labels", "label_shares", f"{text}; {shares}: a mixture's shares, a weighted sampler or a "
+                                                "subset off", fail=True, **details)
+    return _check("labels", "ok", f"{text} ({shuffled}); shares {found.distance:.2f} from the dataset's "
+                                  f"(a shuffled read: {found.chance_distance:.2f})", **details)
+
+
+def _batches_alone(labels: list[np.ndarray], classes: int, note: str) -> Check:
+    """Without the dataset's labels: most batches holding one class only fails."""
+    why = f" (not compared with the dataset: {note})" if note else ""
+    if classes < 2:
+        return _check("labels", "ok", f"{classes} distinct label value(s) over {len(labels)} batches{why}",
+                      classes=classes)
     mixable = [x for x in labels if len(x) >= MIN_BATCH_FOR_MIX]
     single = [i for i, x in enumerate(mixable) if np.unique(x).size == 1]
     per_batch = float(np.mean([np.unique(x).size for x in mixable])) if mixable else 0.0
-    details = {"classes": int(distinct.size), "single_class_batches": len(single), "batches": len(mixable),
+    details = {"classes": classes, "single_class_batches": len(single), "batches": len(mixable),
                "classes_per_batch": round(per_batch, 2)}
     if mixable and len(single) >= SINGLE_CLASS_SHARE * len(mixable):
         return _check("labels", "single_class_batches",
-                      f"{len(single)} of {len(mixable)} batches hold one class only (of {distinct.size} seen): the "
-                      "records are in class order and are not shuffled -- set shuffle=1 (or repack in random "
-                      "order)", fail=True, **details)
-    return _check("labels", "ok", f"{distinct.size} classes; {per_batch:.1f} classes per batch on average",
+                      f"{len(single)} of {len(mixable)} batches hold one class only (of {classes} seen): the "
+                      f"records are in class order and are not shuffled -- set shuffle=1 (or repack in random "
+                      f"order){why}", fail=True, **details)
+    return _check("labels", "ok", f"{classes} classes; {per_batch:.1f} classes per batch on average{why}",
                   **details)
 
 

@@ -14,7 +14,6 @@ import numpy as np
 
 from mxrec.doctor.html import bar_chart, checks_table, escape, figure, image_uri, line_chart, page, table
 from mxrec.probing.advice import breakdown
-from mxrec.probing.probe import ProbeResult
 from mxrec.probing.run import ProbeRun
 
 
@@ -40,8 +39,29 @@ def unnormalized(run: ProbeRun) -> list[np.ndarray]:
     return [img[..., 0] if img.shape[2] == 1 else img[..., :3] for img in images]
 
 
-def probe_page(result: ProbeResult) -> str:
-    """The page (see the module docstring)."""
+def probe_page(result: Any) -> str:
+    """The page of a :class:`~mxrec.probing.probe.ProbeResult` (see the module docstring).
+
+    Parameters
+    ----------
+    result
+        What :func:`~mxrec.probing.probe.probe` returned.
+
+    Returns
+    -------
+    str
+        The HTML document.
+    """
+    return page(probe_title(result), probe_sections(result))
+
+
+def probe_title(result: Any) -> str:
+    """``mxrec probe: <dataset>``."""
+    return f"mxrec probe: {os.path.basename(result.run.dataset) or result.run.dataset}"
+
+
+def probe_sections(result: Any) -> list[str]:
+    """The page's sections (a notebook shows them as one block: ``ProbeResult._repr_html_``)."""
     run = result.run
     parts = breakdown(run)
     th = result.throughput()
@@ -83,7 +103,7 @@ def probe_page(result: ProbeResult) -> str:
         rows = [[*(row["variant"][n] for n in names), row["images_per_second"], row["bound"]] for row in result.sweep]
         sections.append("<h2>Sweep</h2>" + table([*names, "img/s", "bound"], rows,
                                                  marked=[row["best"] for row in result.sweep], element_id="sweep"))
-    return page(f"mxrec probe: {os.path.basename(run.dataset) or run.dataset}", sections)
+    return sections
 
 
 def _threads(run: ProbeRun) -> str:

@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.doctor.html import fragment
 from mxrec.doctor.report import Report
 from mxrec.errors import ParameterError
 from mxrec.probing.advice import Advice, breakdown, find_bound, recommend
 from mxrec.probing.checks import run_checks
+from mxrec.probing.html import probe_sections, probe_title
 from mxrec.probing.run import ProbeRun, run_probe
 
 
@@ -38,6 +40,10 @@ class ProbeResult:
     def bound(self) -> str:
         """The bound's code (``storage``, ``decode``, ``python``, ``consumer``)."""
         return self.report.check("bound").details["code"]
+
+    def _repr_html_(self) -> str:
+        """The checks, bound, recommendations, timings and a sample batch, in Jupyter (as ``probe --html``)."""
+        return fragment(probe_title(self), probe_sections(self))
 
     def codes(self) -> dict[str, str]:
         """``{check name: verdict code}``."""

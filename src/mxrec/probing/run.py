@@ -28,12 +28,15 @@ from typing import Any
 import numpy as np
 
 from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.samples import open_samples
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
 from mxrec.image.headers import image_shape
 from mxrec.io.records import IOStats
+from mxrec.probing.labels import DatasetLabels, dataset_labels
 from mxrec.probing.machine import MachineRecord, MachineSampler
 from mxrec.train.record_iter import ImageRecordIter
+from mxrec.train.sampler import resolve_parts
 from mxrec.train.timing import STAGES, WAIT, StageClock
 
 DEFAULT_BATCHES = 50
@@ -84,6 +87,11 @@ class ProbeRun:
     sample: np.ndarray | None = None  # up to 8 samples of the first batch, as produced
     epoch_batches: int | None = None  # batches per epoch (pad is allowed on the last only)
     batch_indices: list[int] = field(default_factory=list)  # each probed batch's number in its epoch
+    #: The dataset's labels (:func:`~mxrec.probing.labels.dataset_labels`), to compare the batches' with; or
+    #: ``None``, and then :attr:`labels_note` says why.
+    dataset_labels: DatasetLabels | None = None
+    labels_note: str = ""
+    shuffle_block: int | None = None  # records per shuffle block read (0: a global shuffle); None: no shuffle
 
     @property
     def samples(self) -> int:
@@ -182,6 +190,11 @@ def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, sec
     with ImageRecordIter(**params) as it:
         run.threads, run.prefetch = it.params.preprocess_threads, it.params.prefetch_buffer
         run.images = stored_images(it.reader)
+        p = it.params
+        run.shuffle_block = it.reader.epoch_order(
+            shuffle=True, seed=p.seed, shuffle_block=p.shuffle_block, shuffle_window=p.shuffle_window,
+            chunk_megabytes=p.shuffle_chunk_size).read_plan(0).shuffle_block if p.shuffle else None
+        run.dataset_labels, run.labels_note = _iterator_labels(p)
         run.epoch_batches = it.num_batches
         it.attach_clock(clock)
         sampler = MachineSampler(_params_path(params))
@@ -224,6 +237,22 @@ def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, sec
     return run
 
 
+def _iterator_labels(p: Any) -> tuple[DatasetLabels | None, str]:
+    """The labels of the samples an iterator with parameters ``p`` reads, from a reader of its own (the
+    iterator's reads through its shuffle window, where a spread read would fetch whole blocks)."""
+    if p.path_imglist:
+        return None, f"the labels come from {p.path_imglist}, not the headers"
+    num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
+    if num_parts > 1:
+        return None, f"part {part_index} of {num_parts} is read"
+    samples = open_samples(p.path_imgrec, index=p.path_imgidx or None, layout=p.layout,
+                           storage_options=p.storage_options, cache_dir=p.cache_dir)
+    try:
+        return dataset_labels(samples.records, samples.faces), ""
+    finally:
+        samples.records.close()
+
+
 def _run_loader(loader: Any, batches: int | None, seconds: float | None, warmup: int, step_time: float) -> ProbeRun:
     dataset = loader.dataset
     reader = getattr(dataset, "reader", None)
@@ -235,6 +264,9 @@ def _run_loader(loader: Any, batches: int | None, seconds: float | None, warmup:
     run.prefetch = (loader.prefetch_factor or 2) * max(loader.num_workers, 1) if loader.num_workers else 1
     if reader is not None:
         run.images = stored_images(reader)
+        run.dataset_labels = dataset_labels(reader, getattr(dataset, "faces", None))
+    else:
+        run.labels_note = f"{type(dataset).__name__} is not an mxrec dataset"
     timed = getattr(dataset, "preprocess", None) is not None and hasattr(dataset, "attach_clock")
     clock = StageClock()
     if timed and loader.num_workers == 0:
