@@ -191,16 +191,6 @@ class RecordIterParams:
         return tuple(f.name for f in fields(cls))
 
 
-def _rotate_list(value: Any) -> tuple[int, ...]:
-    """MXNet takes ``rotate_list`` as a comma-separated string; a sequence of ints is accepted too."""
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    try:
-        return tuple(int(v) for v in value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"rotate_list must be integers (or a comma-separated string), got {value!r}") from None
-
-
 def labels_by_id(path_imglist: str | os.PathLike, label_width: int) -> dict[int, np.ndarray]:
     """``{index: first label_width labels}`` from a ``.lst`` (MXNet's ``ImageLabelMap``)."""
     labels = {}
@@ -271,8 +261,6 @@ class ImageRecordIter(BatchIter):
     def __init__(self, **params: Any) -> None:
         own, augment, normalize = split_params(params, (RecordIterParams, AugmentParams, NormalizeParams),
                                                "ImageRecordIter")
-        if "rotate_list" in augment:
-            augment["rotate_list"] = _rotate_list(augment["rotate_list"])
         missing = [name for name in ("path_imgrec", "data_shape", "batch_size") if name not in params]
         if missing:
             raise ParameterError(f"ImageRecordIter: missing required parameter(s) {', '.join(missing)}")
