@@ -399,7 +399,8 @@ class Pad(Step):
         self.border, self.fill_value = border, fill_value
 
     def output_shape(self, params: None, shape: Shape) -> Shape:
-        return _shaped(shape, shape[0] + 2 * self.border, shape[1] + 2 * self.border)
+        border = 2 * self.border
+        return (shape[0] + border, shape[1] + border, *shape[2:])
 
     def apply(self, img: np.ndarray, params: None) -> np.ndarray:
         return pad(img, self.border, self.fill_value)
@@ -432,22 +433,21 @@ class CropToSize(Step):
         out_h, out_w = self.height, self.width
         height, width = shape[:2]
         inter = resolve_interpolation(self.inter_method, (width, height), (out_w, out_h), rng)
-        f32 = np.float32
-        sizes = []  # the scalings up, (width, height) each
+        sizes: tuple[tuple[int, int], ...] = ()  # the scalings up, (width, height) each
         if height < out_h:
             # MXNet's float32 arithmetic, truncated; max() guards a rounding shortfall MXNet would abort on.
-            width = max(int(f32(out_h) / f32(height) * f32(width)), 1)
+            width = max(int(np.float32(out_h) / np.float32(height) * np.float32(width)), 1)
             height = out_h
-            sizes.append((width, height))
+            sizes = ((width, height),)
         if width < out_w:
-            height = max(int(f32(out_w) / f32(width) * f32(height)), out_h)
+            height = max(int(np.float32(out_w) / np.float32(width) * np.float32(height)), out_h)
             width = out_w
-            sizes.append((width, height))
+            sizes = (*sizes, (width, height))
         if self.rand_crop:
             y, x = rng.integers(0, height - out_h), rng.integers(0, width - out_w)
         else:
             x, y = centre_offsets(height, width, out_h, out_w)
-        return tuple(sizes), inter, x, y
+        return sizes, inter, x, y
 
     def output_shape(self, params: Any, shape: Shape) -> Shape:
         return _shaped(shape, self.height, self.width)

@@ -95,7 +95,7 @@ class RecordSampleLoader:
         img, params, rng = self._decode(view[start:], epoch, position, rng)
         if clock is not None:
             started = clock.lap("decode", started)
-        img = self._steps.apply(img, params)
+        img = self._steps(img, rng) if params is None else self._steps.apply(img, params)
         if self._own_steps and (img.shape != self._out_shape or img.dtype != np.uint8):
             raise ParameterError(f"{self.describe(position)}: the augmentation steps made a {img.dtype} image of "
                                  f"shape {img.shape}; data_shape {self.shape} needs uint8 of shape {self._out_shape} "
@@ -108,11 +108,12 @@ class RecordSampleLoader:
         return header.id
 
     def _decode(self, payload: memoryview, epoch: int, position: int,
-                rng: SampleRandom | None) -> tuple[np.ndarray, list[Any], SampleRandom | None]:
-        """The image, the steps' draws for it, and the stream the rest of the sample draws from.
+                rng: SampleRandom | None) -> tuple[np.ndarray, list[Any] | None, SampleRandom | None]:
+        """The image, the steps' draws for it (``None``: not drawn yet), and the stream the rest of the sample
+        draws from.
 
         With ``fast_decode`` and a JPEG whose size its headers give, the steps draw for that size before the
-        image is decoded, reduced when their first step allows.
+        image is decoded, reduced when their first step allows; else they draw as they run, after decoding.
         """
         steps, channels, buffers = self._steps, self.channels, self._decode_buffers
         if self.fast_decode:
@@ -128,10 +129,8 @@ class RecordSampleLoader:
                 if img.shape == shape:
                     return img, params, rng
                 # the headers were wrong about the size: the draws again, from a new copy of the stream
-                rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
-                return img, steps.draw(rng, img.shape), rng
-        img = decode_pixels(payload, channels, buffers=buffers)
-        return img, steps.draw(rng, img.shape), rng
+                return img, None, SampleRandom(self._aug_key, epoch, position) if self._random else None
+        return decode_pixels(payload, channels, buffers=buffers), None, rng
 
     def load_batch(self, positions: Sequence[int] | np.ndarray, epoch: int, data: np.ndarray,
                    label: np.ndarray) -> np.ndarray:

@@ -184,6 +184,14 @@ class StepList(Transform):
         self.random = any(step.random for step in self.steps)
         self.check = check
         self._geometric = tuple(step.geometric for step in self.steps)
+        # bound methods, looked up once (a list runs for every sample): each draw (None for a step that keeps
+        # Step.draw, which draws nothing) with the output_shape the next step's draw needs (none after the last)
+        last = len(self.steps) - 1
+        self._draws = tuple((None if type(step).draw is Step.draw else step.draw,
+                             step.output_shape if step.geometric and i < last else None)
+                            for i, step in enumerate(self.steps))
+        self._applies = tuple(step.apply for step in self.steps)
+        self._runs = tuple((draw, apply) for (draw, _), apply in zip(self._draws, self._applies, strict=True))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}([{', '.join(map(repr, self.steps))}])"
@@ -208,11 +216,11 @@ class StepList(Transform):
             One params per step.
         """
         params = []
-        for step, geometric in zip(self.steps, self._geometric, strict=True):
-            drawn = step.draw(rng, shape)
+        for draw, output_shape in self._draws:
+            drawn = None if draw is None else draw(rng, shape)
             params.append(drawn)
-            if geometric:
-                shape = step.output_shape(drawn, shape)
+            if output_shape is not None:
+                shape = output_shape(drawn, shape)
         return params
 
     def reduced_decode(self, params: list[Any], shape: Shape) -> tuple[tuple[int, int], list[Any]] | None:
@@ -259,8 +267,8 @@ class StepList(Transform):
             (with ``check``) a step made an image of another height or width than it declared.
         """
         if not self.check:
-            for step, drawn in zip(self.steps, params, strict=True):
-                img = step.apply(img, drawn)
+            for apply, drawn in zip(self._applies, params):  # noqa: B905 (one params per step, from draw)
+                img = apply(img, drawn)
             return img
         for step, drawn, geometric in zip(self.steps, params, self._geometric, strict=True):
             before = img.shape
@@ -274,7 +282,27 @@ class StepList(Transform):
         return img
 
     def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        """Draw and apply every step: ``steps(img, rng)``."""
+        """Draw and apply every step: ``steps(img, rng)``.
+
+        The same result as ``apply(img, draw(rng, img.shape))`` (a draw needs only the shape), made step by
+        step: each draws for the image it gets (without ``check``: with it, every draw comes first).
+
+        Parameters
+        ----------
+        img
+            The source image.
+        rng
+            The sample's random stream; default: a fresh one.
+
+        Returns
+        -------
+        numpy.ndarray
+            The augmented image.
+        """
         if rng is None and self.random:
             rng = SampleRandom(entropy())
-        return self.apply(img, self.draw(rng, img.shape))
+        if self.check:
+            return self.apply(img, self.draw(rng, img.shape))
+        for draw, apply in self._runs:
+            img = apply(img, None if draw is None else draw(rng, img.shape))
+        return img
