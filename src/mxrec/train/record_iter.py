@@ -142,7 +142,9 @@ class RecordIterParams:
     fast_decode
         *mxrec*: decode JPEGs reduced, by libjpeg-turbo's scaled IDCT (1/2,
         1/4, 1/8), when ``resize`` or a random-resized crop scales them down
-        anyway (:class:`~mxrec.train.sample_loader.RecordSampleLoader`).
+        anyway, or the first step of ``aug_list`` allows it
+        (:meth:`~mxrec.transforms.steps.Step.reduced_decode`,
+        :class:`~mxrec.train.sample_loader.RecordSampleLoader`).
     """
 
     path_imgrec: str
