@@ -24,6 +24,12 @@ Each runs with float32 and uint8 output on 2 threads. Columns:
   the same iterator settings in MXNet with its default ``ctx`` and with
   ``ctx='cpu'`` and ``OMP_NUM_THREADS=2``.
 
+``--tiny`` measures instead what the per-sample overhead costs: ImageRecordIter alone (no limit, no MXNet) on
+5000 generated 32x32 JPEGs (``bench-data/tiny32.rec``, built on first use), batch 128, 2 threads, float32 and
+uint8, three workloads: ``tiny-val`` (the 32x32 image as it is), ``tiny-crop`` (a random 28x28 crop and
+mirror) and ``tiny-cifar`` (4 pixels of padding, a random 32x32 crop, mirror, brightness). Decoding a tiny
+JPEG costs about as much as the Python around it, so this is where a slower augmenter shows first.
+
 Throughput is measured in steady state: the first 8 batches (thread start,
 buffer allocation and first page faults) are not timed, for MXNet as for
 mxrec. Each round measures every row and column one after another (the machine
@@ -62,6 +68,11 @@ WORKLOADS = {
     "val": dict(resize=256),
 }
 COMMON = dict(data_shape=(3, 224, 224), batch_size=128, **MEAN_STD)
+TINY_WORKLOADS = {
+    "tiny-val": dict(data_shape=(3, 32, 32)),
+    "tiny-crop": dict(data_shape=(3, 28, 28), rand_crop=True, rand_mirror=True, shuffle=True),
+    "tiny-cifar": dict(data_shape=(3, 32, 32), pad=4, rand_crop=True, rand_mirror=True, brightness=0.2, shuffle=True),
+}
 THREADS = 2
 WARMUP = 8  # batches before timing starts: threads started, buffers allocated and first touched
 
@@ -80,6 +91,58 @@ def build_rec(photos: str, rec: str, short_side: int = 256) -> None:
             size = (max(short_side, round(width * scale)), max(short_side, round(height * scale)))
             img = cv2.resize(img, size, interpolation=cv2.INTER_AREA)
             writer.write(pack(IRHeader(0, float(label), record_id, 0), encode_image(img, ".jpg", 95)), key=record_id)
+
+
+def build_tiny_rec(rec: str, count: int = 5000) -> None:
+    """``count`` generated 32x32 JPEGs (smooth colour blobs and noise, quality 90), 10 classes."""
+    rng = np.random.default_rng(0)
+    os.makedirs(os.path.dirname(rec) or ".", exist_ok=True)
+    with RecordWriter(rec, index=True, atomic=True) as writer:
+        for record_id in range(count):
+            small = rng.integers(0, 256, (4, 4, 3)).astype(np.uint8)
+            img = cv2.resize(small, (32, 32), interpolation=cv2.INTER_CUBIC).astype(np.int16)
+            img = np.clip(img + rng.integers(-12, 13, img.shape), 0, 255).astype(np.uint8)
+            writer.write(pack(IRHeader(0, float(record_id % 10), record_id, 0), encode_image(img, ".jpg", 90)),
+                         key=record_id)
+
+
+def tiny_rates(params: dict, images: int) -> tuple[float, float]:
+    """ImageRecordIter's images per second of wall time and per second of this process's CPU time (all its
+    threads), in steady state: the CPU rate is what the per-sample work costs, whatever else the machine runs."""
+    with ImageRecordIter(**params) as it:
+        for _ in range(WARMUP):
+            it.next()
+        done = 0
+        wall, cpu = time.perf_counter(), time.process_time()
+        while done < images:
+            try:
+                done += len(it.next().data[0])
+            except StopIteration:
+                it.reset()
+        return done / (time.perf_counter() - wall), done / (time.process_time() - cpu)
+
+
+def tiny_main(args: argparse.Namespace) -> int:
+    """``--tiny``: ImageRecordIter on tiny images, every round printed, then the best of the rounds."""
+    if not os.path.exists(args.tiny_rec):
+        build_tiny_rec(args.tiny_rec)
+    rows = [(workload, dtype) for workload in TINY_WORKLOADS for dtype in ("float32", "uint8")]
+    best: dict[tuple[str, str], tuple[float, float]] = {}
+    print(f"{args.tiny_rec}; ImageRecordIter on {THREADS} threads, batch 128, {args.images} images a measurement: "
+          "images/s of wall time and of CPU time (this process, every thread)")
+    print(f"{'round':5} {'workload':10} {'dtype':8} {'wall':>8} {'cpu':>8}")
+    for number in range(1, args.rounds + 1):
+        for workload, dtype in rows:
+            params = dict(path_imgrec=args.tiny_rec, batch_size=128, preprocess_threads=THREADS, dtype=dtype,
+                          **MEAN_STD, **TINY_WORKLOADS[workload])
+            wall, cpu = (max(rates) for rates in zip(*(tiny_rates(params, args.images) for _ in range(args.repeat)),
+                                                     strict=True))
+            old = best.get((workload, dtype), (0.0, 0.0))
+            best[workload, dtype] = (max(old[0], wall), max(old[1], cpu))
+            print(f"{number:5} {workload:10} {dtype:8} {wall:8.0f} {cpu:8.0f}", flush=True)
+    for (workload, dtype), (wall, cpu) in best.items():
+        print(f"{'best':5} {workload:10} {dtype:8} {wall:8.0f} {cpu:8.0f}")
+    return 0
 
 
 def limit_rate(payloads: list[bytes], workload: str, dtype: str, images: int) -> float:
@@ -136,8 +199,13 @@ def limit_rate(payloads: list[bytes], workload: str, dtype: str, images: int) ->
 
 def mxrec_rate(rec: str, workload: str, dtype: str, images: int) -> float:
     """Images per second of mxrec.ImageRecordIter in steady state (the first WARMUP batches not timed)."""
-    with ImageRecordIter(path_imgrec=rec, preprocess_threads=THREADS, dtype=dtype, **COMMON,
-                         **WORKLOADS[workload]) as it:
+    return iterator_rate(dict(path_imgrec=rec, preprocess_threads=THREADS, dtype=dtype, **COMMON,
+                              **WORKLOADS[workload]), images)
+
+
+def iterator_rate(params: dict, images: int) -> float:
+    """Images per second of ``ImageRecordIter(**params)`` in steady state (the first WARMUP batches not timed)."""
+    with ImageRecordIter(**params) as it:
         for _ in range(WARMUP):
             it.next()
         done = 0
@@ -172,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=5120, help="images timed per measurement")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2, help="limit/mxrec alternations per round (best kept)")
+    parser.add_argument("--tiny", action="store_true", help="ImageRecordIter alone on tiny 32x32 images")
+    parser.add_argument("--tiny-rec", default="bench-data/tiny32.rec")
     args = parser.parse_args(argv)
+    if args.tiny:
+        return tiny_main(args)
 
     if not os.path.exists(args.rec):
         if not os.path.isdir(args.photos):

@@ -9,7 +9,7 @@ import pytest
 from mxrec import ImageRecordIter, ParameterError
 from mxrec.format.header import IRHeader, pack
 from mxrec.image.codec import decode_pixels, decode_pixels_scaled, jpeg_size
-from mxrec.train.params import DECODE_OPTIONS, preprocess_params
+from mxrec.train.params import LOADER_OPTIONS, preprocess_params
 from mxrec.train.record_iter import RecordIterParams
 from testkit.iterdata import image_record, write_records
 
@@ -90,7 +90,7 @@ def test_only_the_sample_loader_paths_take_fast_decode():
     assert augment.resize == 16
     with pytest.raises(ParameterError, match="TrainImages: fast_decode is not supported here"):
         preprocess_params(params, "TrainImages")
-    assert set(DECODE_OPTIONS) <= set(RecordIterParams.names())  # the iterator takes them among its own
+    assert set(LOADER_OPTIONS) <= set(RecordIterParams.names())  # the iterator takes them among its own
 
 
 def test_fast_decode_for_random_resized_crops_keeps_the_boxes(big_jpegs):

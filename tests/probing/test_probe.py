@@ -166,6 +166,18 @@ def test_a_sweep_tabulates_every_variant_and_marks_the_fastest(sorted_rec):
     assert best["best"]
 
 
+def test_your_own_augmentation_steps_are_probed_and_named_in_the_json(sorted_rec):
+    from mxrec.train import default_steps
+    from testkit.steps import Cutout
+
+    steps = [*default_steps(SHAPE, rand_crop=True), Cutout(4)]
+    result = mxrec.probe(sorted_rec, data_shape=SHAPE, batch_size=8, shuffle=True, aug_list=steps, batches=3,
+                         warmup=1)
+    assert len(result.run.batch_times) == 3
+    params = json.loads(json.dumps(result.to_dict()))["params"]
+    assert params["aug_list"] == [repr(step) for step in steps] and "Cutout(size=4, fill=0)" in params["aug_list"]
+
+
 def test_bad_parameters_are_errors(sorted_rec):
     with pytest.raises(ParameterError, match="did you mean 'batch_size'"):
         mxrec.probe(sorted_rec, data_shape=SHAPE, batch_sise=8)

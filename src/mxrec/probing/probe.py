@@ -72,7 +72,8 @@ class ProbeResult:
         machine = run.machine.to_dict() if run.machine else None
         images = {k: v for k, v in run.images.items() if k != "sizes"}
         return {**self.report.to_dict(), "mode": run.mode,
-                "params": {k: v for k, v in run.params.items() if k != "storage_options"},
+                "params": {k: [repr(step) for step in v] if k == "aug_list" else v  # steps are objects: named
+                           for k, v in run.params.items() if k != "storage_options"},
                 "verdict": {"bound": self.bound, "codes": self.codes(),
                             "recommendations": [a.code for a in self.advice]},
                 "throughput": self.throughput(), "stages": breakdown(run), "stages_by_thread": run.stages,

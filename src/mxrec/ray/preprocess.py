@@ -123,7 +123,7 @@ class TrainImages:
         augment, normalize = preprocess_params({**params, "data_shape": self.data_shape}, "TrainImages")
         self.augmenter = DefaultAugmenter(augment)
         self.writer = SlotWriter(normalize, self.data_shape[0], dtype)  # per-thread scratch: made again by workers
-        self.random = augment.is_random or normalize.is_random
+        self.random = self.augmenter.random or normalize.is_random
         self.seed = seed
         self.epoch = epoch
         if label_width is not None and label_width < 1:

@@ -6,12 +6,13 @@ The user guide (distributed training, resuming, broken records, face sets, worke
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, IterableDataset, get_worker_info
+from torch.utils.data import Dataset, IterableDataset, default_collate, get_worker_info
 
 from mxrec.datasets.opening import open_dataset
 from mxrec.errors import ParameterError, RecordPositionError
@@ -64,12 +65,14 @@ class ImageRecordDataset(ImageSamples, Dataset):
     ``preprocess``: ``ImageRecordIter``'s augmentation and normalisation
     parameters (``data_shape`` required; ``random_resized_crop``,
     ``min_random_area``, ``rand_mirror``, ``mean_r``, ``std_r``, ...,
-    ``label_width``), done as :class:`~mxrec.train.record_iter.ImageRecordIter`
+    ``label_width``; or ``aug_list``, your own augmentation steps, as the
+    iterator's), done as :class:`~mxrec.train.record_iter.ImageRecordIter`
     does them (:class:`~mxrec.train.sample_loader.RecordSampleLoader`), into ``dtype``
-    (``float32``, ``uint8``, ...) CHW tensors; ``transform`` does not apply.
+    (``float32``, ``uint8``, ...) CHW tensors; it takes no ``transform``.
     Then a ``DataLoader`` batch is made whole by one worker, straight into a
     tensor in shared memory, with no per-sample arrays and no collate copy:
-    pass ``collate_fn=mxrec.torch.batch_collate``. This is the fast path of
+    pass ``collate_fn=mxrec.torch.batch_collate`` (the default collate is
+    refused: it would stack the images with the labels). This is the fast path of
     the map-style datasets; ``dtype="uint8"`` (normalise on the GPU) is
     faster still, and :func:`torch_batches` over an ``ImageRecordIter``
     (threads, batch buffers reused) fastest. ``fast_decode: True`` among the
@@ -82,6 +85,12 @@ class ImageRecordDataset(ImageSamples, Dataset):
                  label_dtype: str = "float32", storage_options: StorageOptions = None,
                  cache_dir: str | None = None, layout: str = "auto", preprocess: dict[str, Any] | None = None,
                  dtype: str = "float32") -> None:
+        if preprocess is not None and (transform is not None or target_transform is not None):
+            given = "transform=" if transform is not None else "target_transform="
+            raise ParameterError(f"ImageRecordDataset: preprocess= makes the whole sample (decoding, ImageRecordIter's "
+                                 f"augmentation, normalisation into dtype) and would ignore {given}: put your own "
+                                 "augmentation steps in preprocess's aug_list (mxrec.transforms.Step objects), or "
+                                 f"drop preprocess= to use {given}")
         super().__init__(path, index=index, flag=flag, transform=transform, target_transform=target_transform,
                          seed=seed, on_broken=on_broken, label_dtype=label_dtype, storage_options=storage_options,
                          cache_dir=cache_dir, layout=layout)
@@ -89,6 +98,8 @@ class ImageRecordDataset(ImageSamples, Dataset):
             *preprocess_params(preprocess, "preprocess", extra=("label_width",), decode=True),
             int(preprocess.get("label_width", 1)))
         self.fast_decode = bool(preprocess.get("fast_decode", False)) if preprocess is not None else False
+        aug_list = None if preprocess is None else preprocess.get("aug_list")
+        self.aug_list = None if aug_list is None else tuple(aug_list)
         self.dtype = dtype
         self._clock: StageClock | None = None
         self._loader: RecordSampleLoader | None = None
@@ -115,6 +126,7 @@ class ImageRecordDataset(ImageSamples, Dataset):
         follow_batch(self.reader, indices)
         positions = [int(i) % len(self) for i in indices]
         if self.preprocess is not None:
+            _refuse_default_collate(sys._getframe(1))
             return self._batch(positions)
         payloads = self.reader.fetch(positions)
         return [self.sample(p, payload) for p, payload in zip(positions, payloads, strict=True)]
@@ -126,7 +138,7 @@ class ImageRecordDataset(ImageSamples, Dataset):
             self._loader = RecordSampleLoader(self.reader, augment, normalize, dtype=self.dtype,
                                               label_width=label_width, seed=self.seed,
                                               identities=self.faces is not None, view=self._view,
-                                              fast_decode=self.fast_decode)
+                                              fast_decode=self.fast_decode, steps=self.aug_list)
             self._loader.clock = self._clock
         return self._loader
 
@@ -169,6 +181,17 @@ class ImageRecordDataset(ImageSamples, Dataset):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_loader": None, "_payloads": {}, "_clock": None}
+
+
+def _refuse_default_collate(caller: Any) -> None:
+    """Raise :class:`~mxrec.errors.ParameterError` when ``caller`` is a ``DataLoader`` fetch that would hand the
+    whole batch ``__getitems__`` returns to torch's default collate (which fails, stacking the images with the
+    labels: "stack expects each tensor to be equal size"). Anything else calling is let be."""
+    fetcher = caller.f_locals.get("self")
+    if getattr(fetcher, "collate_fn", None) is default_collate and getattr(fetcher, "auto_collation", False):
+        raise ParameterError("ImageRecordDataset(preprocess=...) makes each batch whole, as one (data, label) pair "
+                             "of tensors, which the DataLoader's default collate_fn cannot take: pass "
+                             "collate_fn=mxrec.torch.batch_collate to the DataLoader")
 
 
 class ImageRecordIterable(ImageSamples, IterableDataset):

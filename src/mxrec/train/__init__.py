@@ -3,7 +3,8 @@
 * :mod:`~mxrec.train.sampler`: which records go into which batch, every epoch, on every rank.
 * :mod:`~mxrec.train.pipeline`: threads that decode samples straight into preallocated batch buffers.
 * :mod:`~mxrec.train.prefetch`: remote records fetched a batch at a time, ahead of decoding.
-* :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``).
+* :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``) as a list of steps
+  (:func:`~mxrec.train.augment.default_steps`, to extend with your own for ``aug_list=``).
 * :mod:`~mxrec.train.normalize`: an augmented image into its batch slot (mirror, mean, std, dtype).
 * :mod:`~mxrec.train.sample_loader`: one record into its batch slot (decode, augment, normalise, label), alone or
   a whole batch in the calling thread (for ``DataLoader`` workers).
@@ -20,8 +21,9 @@ Records are opened with :func:`~mxrec.datasets.samples.open_samples` and read th
 :mod:`mxrec.datasets`, :mod:`mxrec.image`, :mod:`mxrec.transforms`.
 """
 
+from mxrec.train.augment import default_steps
 from mxrec.train.dataiter import DataBatch, DataDesc
 from mxrec.train.image_iter import ImageIter
 from mxrec.train.record_iter import ImageRecordIter
 
-__all__ = ["DataBatch", "DataDesc", "ImageIter", "ImageRecordIter"]
+__all__ = ["DataBatch", "DataDesc", "ImageIter", "ImageRecordIter", "default_steps"]

@@ -65,10 +65,25 @@ class DataBatch:
         return f"{type(self).__name__}: data shapes: {data_shapes} label shapes: {label_shapes}"
 
 
-def check_names(given: dict, known: Sequence[str], where: str) -> None:
-    """Raise :class:`ParameterError` for the first name in ``given`` not in ``known``, suggesting a close match."""
+#: Names other loaders (PyTorch's ``DataLoader``, torchvision) use, and what the iterators call them: the hint
+#: for an unknown one, in place of a did-you-mean guess (``num_workers`` is not ``num_parts``).
+OTHER_LOADERS_NAMES = {
+    "num_workers": "{where} decodes and augments on threads, not in worker processes: their number is "
+                   "preprocess_threads",
+    "prefetch_factor": "the batches loaded ahead are prefetch_buffer",
+    "transform": "your own augmentation steps go in aug_list (mxrec.transforms.Step objects)",
+    "transforms": "your own augmentation steps go in aug_list (mxrec.transforms.Step objects)",
+}
+
+
+def check_names(given: dict, known: Sequence[str], where: str, *, hints: dict[str, str] | None = None) -> None:
+    """Raise :class:`ParameterError` for the first name in ``given`` not in ``known``, suggesting a close match
+    (or the hint ``hints`` has for it: a template that may name ``{where}``)."""
     for name in given:
         if name not in known:
+            if hints and name in hints:
+                raise ParameterError(f"{where}: unknown parameter {name!r}; "
+                                     f"{hints[name].format(where=where.split(' ')[0])}")
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ParameterError(f"{where}: unknown parameter {name!r}{hint}")

@@ -18,7 +18,14 @@ from mxrec.io.lists import read_list
 from mxrec.io.order import ShuffledOrder
 from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions, is_url, join
-from mxrec.train.dataiter import AUGMENT_STREAM, BatchIter, DataDesc, check_names, data_shape_of
+from mxrec.train.dataiter import (
+    AUGMENT_STREAM,
+    OTHER_LOADERS_NAMES,
+    BatchIter,
+    DataDesc,
+    check_names,
+    data_shape_of,
+)
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sampler import (
@@ -40,8 +47,10 @@ class ImageIter(BatchIter):
 
     Each image is decoded to RGB ``uint8`` HWC, passed through ``aug_list``, and
     written CHW into a float32 batch. Augmenters from :mod:`mxrec.transforms`
-    draw from the sample's random stream; other callables are called as
-    ``aug(img)``. Every path may be a URL.
+    and your own :class:`~mxrec.transforms.steps.Step` objects draw from the
+    sample's random stream, keyed by ``(seed, epoch, record)`` (the same
+    augmentation whatever ``preprocess_threads``, and after a resume); other
+    callables are called as ``aug(img)``. Every path may be a URL.
 
     Differences from MXNet: ``shuffle`` draws from ``seed`` (MXNet uses
     Python's global ``random``); ``num_parts`` ranks take turns in one global
@@ -76,8 +85,9 @@ class ImageIter(BatchIter):
         This rank and the number of ranks; left at ``None`` they come from an
         initialised ``torch.distributed`` (else 0 and 1).
     aug_list
-        The augmenters; default: :func:`~mxrec.transforms.create_augmenter`
-        with ``data_shape`` and ``**kwargs``.
+        The augmenters (transforms, steps, callables), applied in order to RGB
+        images; default: :func:`~mxrec.transforms.create_augmenter` with
+        ``data_shape`` and ``**kwargs``.
     imglist
         ``[[label(s)..., path], ...]`` instead of a ``.lst`` (keys 1, 2, ...).
     data_name, label_name
@@ -138,10 +148,10 @@ class ImageIter(BatchIter):
             raise ParameterError("ImageIter needs path_imgrec, path_imglist or imglist")
         check_layout_name(layout)
         if aug_list is None:
-            check_names(kwargs, CREATE_AUGMENTER_OPTIONS, "ImageIter")
+            check_names(kwargs, CREATE_AUGMENTER_OPTIONS, "ImageIter", hints=OTHER_LOADERS_NAMES)
             aug_list = create_augmenter(data_shape, **kwargs)
         elif kwargs:
-            check_names(kwargs, (), "ImageIter (with aug_list)")
+            check_names(kwargs, (), "ImageIter (with aug_list)", hints=OTHER_LOADERS_NAMES)
         self.data_shape = data_shape
         self.label_width = label_width
         self.label_dtype = np.dtype(dtype)

@@ -34,9 +34,9 @@ from mxrec.io.lists import read_list
 from mxrec.io.records import Records
 from mxrec.storage.atomic import atomic_open
 from mxrec.train.augment import AugmentParams
-from mxrec.train.dataiter import BatchIter, DataDesc, data_shape_of
+from mxrec.train.dataiter import OTHER_LOADERS_NAMES, BatchIter, DataDesc, data_shape_of
 from mxrec.train.normalize import NormalizeParams
-from mxrec.train.params import split_params
+from mxrec.train.params import check_aug_list, split_params
 from mxrec.train.pipeline import BatchPipeline, OnBroken
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
 from mxrec.train.sample_loader import RecordSampleLoader
@@ -108,7 +108,13 @@ class RecordIterParams:
     data_name, label_name
         The names in ``provide_data`` / ``provide_label``.
     aug_seq
-        The augmenter: only MXNet's ``"aug_default"`` exists.
+        The augmenter: only MXNet's ``"aug_default"`` exists (your own steps go in ``aug_list``).
+    aug_list
+        *mxrec*: your own augmentation, a list of :class:`~mxrec.transforms.steps.Step` objects, in place of
+        MXNet's default augmenter (whose parameters then do not apply: start the list with
+        :func:`~mxrec.train.augment.default_steps` to keep them). The steps get each decoded image as OpenCV's
+        BGR(A) ``uint8`` and must end at ``data_shape``'s size; they draw from the sample's stream, keyed by
+        ``(seed_aug or seed, epoch, record)``. Mirror, mean, std and ``dtype`` still apply.
     mean_img
         A ``.npy`` mean image, computed over the dataset on first use
         (:func:`mean_image_file`) and subtracted.
@@ -136,7 +142,9 @@ class RecordIterParams:
     fast_decode
         *mxrec*: decode JPEGs reduced, by libjpeg-turbo's scaled IDCT (1/2,
         1/4, 1/8), when ``resize`` or a random-resized crop scales them down
-        anyway (:class:`~mxrec.train.sample_loader.RecordSampleLoader`).
+        anyway, or the first step of ``aug_list`` allows it
+        (:meth:`~mxrec.transforms.steps.Step.reduced_decode`,
+        :class:`~mxrec.train.sample_loader.RecordSampleLoader`).
     """
 
     path_imgrec: str
@@ -173,6 +181,7 @@ class RecordIterParams:
     storage_options: dict | None = None
     cache_dir: str | None = None
     fast_decode: bool = False
+    aug_list: tuple | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
@@ -181,7 +190,8 @@ class RecordIterParams:
         if self.label_width < 1:
             raise ParameterError(f"label_width must be >= 1, got {self.label_width}")
         if self.aug_seq != "aug_default":
-            raise ParameterError(f"aug_seq: only MXNet's 'aug_default' augmenter exists, not {self.aug_seq!r}")
+            raise ParameterError(f"aug_seq: only MXNet's 'aug_default' augmenter exists, not {self.aug_seq!r} (your "
+                                 "own augmentation steps go in aug_list)")
         if self.ctx not in ("gpu", "cpu"):
             raise ParameterError(f"ctx must be 'gpu' or 'cpu', not {self.ctx!r}")
         check_layout_name(self.layout)
@@ -189,16 +199,6 @@ class RecordIterParams:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
-
-
-def _rotate_list(value: Any) -> tuple[int, ...]:
-    """MXNet takes ``rotate_list`` as a comma-separated string; a sequence of ints is accepted too."""
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    try:
-        return tuple(int(v) for v in value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"rotate_list must be integers (or a comma-separated string), got {value!r}") from None
 
 
 def labels_by_id(path_imglist: str | os.PathLike, label_width: int) -> dict[int, np.ndarray]:
@@ -257,8 +257,9 @@ class ImageRecordIter(BatchIter):
     ----------
     **params
         MXNet's parameters, by keyword: :class:`RecordIterParams` (the
-        iterator's own), :class:`~mxrec.train.augment.AugmentParams` (without
-        ``data_shape``) and :class:`~mxrec.train.normalize.NormalizeParams`.
+        iterator's own, ``aug_list`` among them: your own augmentation steps),
+        :class:`~mxrec.train.augment.AugmentParams` (without ``data_shape``) and
+        :class:`~mxrec.train.normalize.NormalizeParams`.
         ``path_imgrec``, ``data_shape`` and ``batch_size`` are required.
 
     Raises
@@ -270,9 +271,9 @@ class ImageRecordIter(BatchIter):
 
     def __init__(self, **params: Any) -> None:
         own, augment, normalize = split_params(params, (RecordIterParams, AugmentParams, NormalizeParams),
-                                               "ImageRecordIter")
-        if "rotate_list" in augment:
-            augment["rotate_list"] = _rotate_list(augment["rotate_list"])
+                                               "ImageRecordIter", hints=OTHER_LOADERS_NAMES)
+        if "aug_list" in own:
+            own["aug_list"] = check_aug_list(own["aug_list"], augment, "ImageRecordIter")
         missing = [name for name in ("path_imgrec", "data_shape", "batch_size") if name not in params]
         if missing:
             raise ParameterError(f"ImageRecordIter: missing required parameter(s) {', '.join(missing)}")
@@ -295,7 +296,7 @@ class ImageRecordIter(BatchIter):
             self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
             label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
             mean_image=mean_image, identities=self._faces is not None,
-            view=self._record_view, fast_decode=p.fast_decode)
+            view=self._record_view, fast_decode=p.fast_decode, steps=p.aug_list)
         self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:

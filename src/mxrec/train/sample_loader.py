@@ -2,8 +2,9 @@
 
 :class:`RecordSampleLoader` reads record ``position`` of a reader
 (:func:`~mxrec.datasets.shard_set.open_dataset`'s, or a face set's faces), writes its label(s), decodes its image
-(into a per-thread reused buffer), runs MXNet's default augmenter
-(:class:`~mxrec.train.augment.DefaultAugmenter`) and writes the result,
+(into a per-thread reused buffer), runs the augmentation steps -- MXNet's default augmenter
+(:class:`~mxrec.train.augment.DefaultAugmenter`), or the caller's own
+(:class:`~mxrec.transforms.steps.Step` objects) -- and writes the result,
 mirrored and normalised (:class:`~mxrec.train.normalize.SlotWriter`), into a
 slot of a preallocated batch. Every random choice comes from the stream keyed
 by ``(seed, epoch, position)``, so results do not depend on which thread or
@@ -32,6 +33,7 @@ from mxrec.train.dataiter import AUGMENT_STREAM
 from mxrec.train.normalize import NormalizeParams, SlotWriter
 from mxrec.train.timing import StageClock
 from mxrec.transforms.rng import SampleRandom
+from mxrec.transforms.steps import Step, StepList
 
 
 class RecordSampleLoader:
@@ -44,17 +46,20 @@ class RecordSampleLoader:
     their identity (a face's label, or the first of face2rec2's ``[class,
     aligned]``). ``view(position)`` gets a record's bytes (default:
     ``reader.view``; a remote iterator passes its prefetched batches).
-    ``fast_decode``: decode a JPEG reduced (libjpeg-turbo's 1/2, 1/4, 1/8 scales) when the augmentation
-    resizes it (``resize``), or crops a box that stays at least the output size (``random_resized_crop``),
-    at a size the reduced image still reaches (:meth:`DefaultAugmenter.reduced_decode_size`): same random
-    draws and output sizes, pixels close to a full decode's.
+    ``steps``: the augmentation (:class:`~mxrec.transforms.steps.Step` objects, on BGR(A) ``uint8`` images
+    as decoded, ending at ``augment.data_shape``'s size) instead of ``augment``'s default augmenter.
+    ``fast_decode``: decode a JPEG reduced (libjpeg-turbo's 1/2, 1/4, 1/8 scales) where the first step allows
+    (:meth:`~mxrec.transforms.steps.Step.reduced_decode`: ``resize``, or a random-resized crop whose box stays
+    at least the output size): the draws are made first, for the full-size image, and applied to the reduced
+    one: same random choices and output sizes, pixels close to a full decode's.
     """
 
     def __init__(self, reader: Records, augment: AugmentParams, normalize: NormalizeParams, *,
                  dtype: str | np.dtype = "float32", label_width: int = 1, labels: dict[int, np.ndarray] | None = None,
                  labels_source: str = "", seed: int = 0, seed_aug: int | None = None,
                  mean_image: np.ndarray | None = None, identities: bool = False,
-                 view: Callable[[int], memoryview] | None = None, fast_decode: bool = False) -> None:
+                 view: Callable[[int], memoryview] | None = None, fast_decode: bool = False,
+                 steps: Sequence[Step] | None = None) -> None:
         self.reader = reader
         self.fast_decode = fast_decode
         self.clock: StageClock | None = None  # set to time each stage (:mod:`mxrec.train.timing`)
@@ -65,9 +70,11 @@ class RecordSampleLoader:
         self.label_width = label_width
         self._writer = SlotWriter(normalize, self.channels, dtype, mean_image)
         self.dtype = self._writer.dtype
-        self._augmenter = DefaultAugmenter(augment)
+        self._steps = DefaultAugmenter(augment) if steps is None else StepList(steps)
+        self._own_steps = steps is not None  # the caller's: their output is checked
+        self._out_shape = self.shape[1:] if self.channels == 1 else (*self.shape[1:], self.channels)
         self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
-        self._random = augment.is_random or normalize.is_random
+        self._random = self._steps.random or normalize.is_random
         self._aug_key = stream_key(AUGMENT_STREAM, *((0, seed) if seed_aug is None else (1, seed_aug)))
         self._labels = labels
         self._labels_source = labels_source
@@ -85,11 +92,15 @@ class RecordSampleLoader:
         self._fill_label(header, label, position)
         if clock is not None:
             started = clock.lap("fetch", started, len(view))
-        img, source = self._decode(view[start:], epoch, position)
+        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
+        img, params, rng = self._decode(view[start:], epoch, position, rng)
         if clock is not None:
             started = clock.lap("decode", started)
-        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
-        img = self._augmenter(img, rng, source)
+        img = self._steps(img, rng) if params is None else self._steps.apply(img, params)
+        if self._own_steps and (img.shape != self._out_shape or img.dtype != np.uint8):
+            raise ParameterError(f"{self.describe(position)}: the augmentation steps made a {img.dtype} image of "
+                                 f"shape {img.shape}; data_shape {self.shape} needs uint8 of shape {self._out_shape} "
+                                 "(end the steps with a crop or resize to the output size)")
         if clock is not None:
             started = clock.lap("augment", started)
         self._writer.write(img, data, rng)
@@ -97,16 +108,30 @@ class RecordSampleLoader:
             clock.lap("write", started)
         return header.id
 
-    def _decode(self, payload: memoryview, epoch: int, position: int) -> tuple[np.ndarray, tuple[int, int] | None]:
-        """The image, and its full ``(height, width)`` when ``fast_decode`` decoded it reduced (else ``None``)."""
+    def _decode(self, payload: memoryview, epoch: int, position: int,
+                rng: SampleRandom | None) -> tuple[np.ndarray, list[Any] | None, SampleRandom | None]:
+        """The image, the steps' draws for it (``None``: not drawn yet), and the stream the rest of the sample
+        draws from.
+
+        With ``fast_decode`` and a JPEG whose size its headers give, the steps draw for that size before the
+        image is decoded, reduced when their first step allows; else they draw as they run, after decoding.
+        """
+        steps, channels, buffers = self._steps, self.channels, self._decode_buffers
         if self.fast_decode:
             size = jpeg_size(payload)
-            # a copy of the sample's stream: the augmenter draws the same numbers from its own
-            ahead = SampleRandom(self._aug_key, epoch, position) if self._random else None
-            target = None if size is None else self._augmenter.reduced_decode_size(*size, ahead)
-            if target is not None:
-                return decode_pixels_scaled(payload, self.channels, *target, buffers=self._decode_buffers), size
-        return decode_pixels(payload, self.channels, buffers=self._decode_buffers), None
+            if size is not None:
+                shape = size if channels == 1 else (*size, channels)
+                params = steps.draw(rng, shape)
+                reduced = steps.reduced_decode(params, shape)
+                if reduced is not None:
+                    target, params = reduced
+                    return decode_pixels_scaled(payload, channels, *target, buffers=buffers), params, rng
+                img = decode_pixels(payload, channels, buffers=buffers)
+                if img.shape == shape:
+                    return img, params, rng
+                # the headers were wrong about the size: the draws again, from a new copy of the stream
+                return img, None, SampleRandom(self._aug_key, epoch, position) if self._random else None
+        return decode_pixels(payload, channels, buffers=buffers), None, rng
 
     def load_batch(self, positions: Sequence[int] | np.ndarray, epoch: int, data: np.ndarray,
                    label: np.ndarray) -> np.ndarray:

@@ -3,6 +3,9 @@
 * :mod:`~mxrec.transforms.functional`: the kernels (resize, crops, flips, the affine warp, colour
   operations) that everything here and MXNet's default augmenter (:mod:`mxrec.train.augment`) is built from.
 * :mod:`~mxrec.transforms.augmenters`: ``mx.image``'s augmenter classes and :func:`create_augmenter`.
+* :mod:`~mxrec.transforms.steps`: the augmentation step protocol (:class:`Step`: what a step draws from the
+  sample's random stream, apart from what it does with it) and :class:`StepList`: your own steps for
+  ``ImageRecordIter(aug_list=...)``, ``ImageIter`` and ``ImageRecordDataset(preprocess=...)``.
 * :mod:`~mxrec.transforms.gluon`: Gluon's ``RandomResizedCrop``, ``ToTensor``, ``Normalize``, ... .
 * :mod:`~mxrec.transforms.collate`: :func:`pad_collate`, batches of images of different sizes.
 * :mod:`~mxrec.transforms.rng`: per-sample random streams, so results never depend on threads.
@@ -46,6 +49,7 @@ from mxrec.transforms.gluon import (
     Resize,
     ToTensor,
 )
+from mxrec.transforms.steps import Step, StepList
 
 __all__ = [
     "CREATE_AUGMENTER_OPTIONS",
@@ -74,6 +78,8 @@ __all__ = [
     "ResizeAug",
     "SaturationJitterAug",
     "SequentialAug",
+    "Step",
+    "StepList",
     "ToTensor",
     "Transform",
     "center_crop",
