@@ -28,7 +28,7 @@ import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
-from mxrec.format.seeds import stream_key
+from mxrec.format.seeds import extend_key, stream_key
 from mxrec.image.codec import DecodeBuffers, decode_pixels, decode_pixels_scaled, jpeg_size
 from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
@@ -80,6 +80,7 @@ class RecordSampleLoader:
         self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
         self._random = self._steps.random or normalize.is_random
         self._aug_key = stream_key(AUGMENT_STREAM, *((0, seed) if seed_aug is None else (1, seed_aug)))
+        self._epoch_keys: dict[int, int] = {}  # epoch -> stream_key(aug_key, epoch): mixed once an epoch
         self._labels = labels
         self._labels_source = labels_source
 
@@ -108,7 +109,7 @@ class RecordSampleLoader:
         self._fill_label(header, label, position)
         if clock is not None:
             started = clock.lap("fetch", started, len(view))
-        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
+        rng = self._stream(epoch, position) if self._random else None
         img, params, rng = self._decode(view[start:], epoch, position, rng)
         if clock is not None:
             started = clock.lap("decode", started)
@@ -132,6 +133,13 @@ class RecordSampleLoader:
         if clock is not None:
             clock.lap("write", started, count=0)  # the samples were counted as they were staged
 
+    def _stream(self, epoch: int, position: int) -> SampleRandom:
+        """The sample's random stream: ``SampleRandom(aug_key, epoch, position)``, its epoch's part mixed once."""
+        key = self._epoch_keys.get(epoch)
+        if key is None:
+            key = self._epoch_keys[epoch] = stream_key(self._aug_key, epoch)
+        return SampleRandom.from_key(extend_key(key, position))
+
     def _decode(self, payload: memoryview, epoch: int, position: int,
                 rng: SampleRandom | None) -> tuple[np.ndarray, list[Any] | None, SampleRandom | None]:
         """The image, the steps' draws for it (``None``: not drawn yet), and the stream the rest of the sample
@@ -154,7 +162,7 @@ class RecordSampleLoader:
                 if img.shape == shape:
                     return img, params, rng
                 # the headers were wrong about the size: the draws again, from a new copy of the stream
-                return img, None, SampleRandom(self._aug_key, epoch, position) if self._random else None
+                return img, None, self._stream(epoch, position) if self._random else None
         return decode_pixels(payload, channels, buffers=buffers), None, rng
 
     def load_batch(self, positions: Sequence[int] | np.ndarray, epoch: int, data: np.ndarray,
