@@ -13,7 +13,7 @@ not apply, as in MXNet); ``int8`` is ``pixel - round(mean_c)``, saturated.
 ``float16`` and ``float64`` are the float32 values converted.
 
 The writes are made a chunk of samples at a time (:class:`StagedImages`): each augmented image is copied
-into a per-thread staging array as it is made (mirrored on the way: one OpenCV call either way), and the
+into a per-thread staging array as it is made (mirrored on the way: one copy either way), and the
 chunk is then written into its batch slots with whole-chunk numpy calls -- the BGR(A) to RGB(A) swap and the
 HWC to CHW layout change are one strided view, the normalisation one subtract (with the cast to float32) and
 one multiply in place, in MXNet's float32 order. (``float16`` and ``float64`` go through a float32 scratch
@@ -141,6 +141,7 @@ class StagedImages:
         self.images = np.empty((capacity, *size) if channels == 1 else (capacity, *size, channels), np.uint8)
         p = writer.params
         self._colour = p.max_random_contrast > 0 or p.max_random_illumination > 0
+        self._flip = opencv().flip
         self._contrast = np.ones((capacity, 1, 1, 1), np.float32)
         self._illumination = np.zeros((capacity, 1, 1, 1), np.float32)
         self._work: np.ndarray | None = None  # float32 scratch for float16/float64 output
@@ -153,7 +154,7 @@ class StagedImages:
                                  f"{self.size[0]} slot")
         writer = self.writer
         if writer.mirrored(rng):
-            opencv().flip(img, 1, dst=self.images[k])
+            self._flip(img, 1, dst=self.images[k])  # OpenCV's SIMD flip: numpy's reversed copy is slower
         else:
             self.images[k] = img
         if self._colour:
