@@ -93,7 +93,7 @@ def warn_global_shuffle(path: str, num_records: int) -> None:
 
 def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:
     """The same framing error, its offset made absolute (``base`` + the offset in the fetched bytes)."""
-    return type(exc)(path, base + exc.offset, exc.reason + note)
+    return type(exc)(path, exc.reason + note, offset=base + exc.offset)
 
 
 class RemoteRecordReader(Records):
@@ -228,7 +228,7 @@ class RemoteRecordReader(Records):
         try:
             return self._key_store.position(key)
         except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key) from None
+            raise RecordKeyError(self.index_path or self.path, key=key) from None
 
     def __getitem__(self, position: int) -> bytes:
         return self.read_batch([position])[0]
