@@ -34,7 +34,7 @@ def allowed(subpackage: str) -> set[str]:
         return TOP_LEVEL[subpackage]
     doc = ast.get_docstring(ast.parse((PACKAGE / subpackage / "__init__.py").read_text())) or ""
     match = re.search(r"May\s+import:(.*?)(?:\.\s|\.\Z|\n\n|\Z)", doc, re.S)  # to the end of that sentence
-    assert match, f"mxrec/{subpackage}/__init__.py: the docstring does not say what the subpackage may import ('May import:')"
+    assert match, f"mxrec/{subpackage}/__init__.py: the docstring does not say what it may import ('May import:')"
     return set(re.findall(r":mod:`mxrec\.(\w+)`", match.group(1))) | ({"*"} if "anything" in match.group(1) else set())
 
 
@@ -60,8 +60,8 @@ def modules() -> list[tuple[str, Path]]:
     return out
 
 
-@pytest.mark.parametrize(("subpackage", "path"), modules(), ids=lambda v: str(v.relative_to(PACKAGE)) if isinstance(v, Path)
-                         else v)
+@pytest.mark.parametrize(("subpackage", "path"), modules(),
+                         ids=lambda v: str(v.relative_to(PACKAGE)) if isinstance(v, Path) else v)
 def test_subpackages_import_only_what_their_docstring_allows(subpackage, path):
     may = allowed(subpackage)
     wrong = [f"line {line}: mxrec.{other}" for other, line in sorted(imported_subpackages(path))
