@@ -17,7 +17,8 @@ of the file for the last), so a record is fetched with exactly its bytes.
   reads, and warns (:class:`NoIndexWarning`) that it did.
 
 Every fetched record is checked (its length by the fetch, its framing when
-decoded, and that it fills exactly its extent: the bytes up to the next record); bytes that fail the framing check are fetched once more, bypassing
+decoded, and that it fills exactly its extent: the bytes up to the next
+record); bytes that fail the framing check are fetched once more, bypassing
 the cache (a misbehaving server can answer with an error page as data), and
 then raise :class:`~mxrec.errors.RecordFormatError` naming the URL, the byte
 offset and the record's key. With block checksums (the sidecar ``NAME.checksums``,
