@@ -6,6 +6,11 @@ glob, a brace range, a manifest, a folder), by a mixture file ``NAME.mix.json``
 :class:`~mxrec.io.records.Records`: what :func:`open_dataset` or :func:`~mxrec.datasets.mixture.mix` returned),
 which is used as it is: not opened again, its ``.idx`` not read again, its storage settings kept.
 
+Consumers (the doctor, the probe, extraction, Ray) go through :func:`hold_dataset`: it opens a spec with the
+consumer's own reading defaults (a doctor reads damaged files: ``duplicates="last"``, not strict) and takes an
+opened dataset as it is; the :class:`HeldDataset` it returns closes only what it opened, so a dataset handed in
+stays open for the caller's next use.
+
 The storage settings are one value, :class:`~mxrec.storage.settings.Storage` (``storage=``); the keywords users
 already pass are shorthands for it: ``storage_options`` (fsspec options), ``cache_dir``, ``cache_size`` and
 ``requests`` (the request policy, :class:`~mxrec.storage.settings.RequestPolicy` or its text).
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from mxrec.datasets.mixture import MIX_SUFFIX, read_mixture_file
 from mxrec.datasets.shard_set import open_files
@@ -114,3 +120,56 @@ def open_dataset(spec: DatasetSpec, index: str | os.PathLike | bool | None = Non
         return read_mixture_file(spec, settings)
     return open_files(spec, index, key_type, duplicates=duplicates, strict=strict, storage_options=settings,
                       cache_dir=cache)
+
+
+@dataclass(frozen=True)
+class HeldDataset:
+    """A dataset a consumer reads (:func:`hold_dataset`): ``records``, and ``owned``: it was opened for the consumer
+    (:meth:`close` closes it), not handed in opened (left open for the caller)."""
+
+    records: Records
+    owned: bool
+
+    def close(self) -> None:
+        """Close the records if they were opened for the consumer."""
+        if self.owned:
+            self.records.close()
+
+    def __enter__(self) -> Records:
+        return self.records
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def hold_dataset(spec: DatasetSpec, index: str | os.PathLike | bool | None = None, key_type: KeyType = int, *,
+                 duplicates: Literal["error", "last"] = "error", strict: bool = True, **storage: Any) -> HeldDataset:
+    """What a consumer reads: ``spec`` opened by :func:`open_dataset` with the consumer's reading defaults
+    (``key_type``, ``duplicates``, ``strict``), or a dataset handed in opened, used as it is.
+
+    Parameters
+    ----------
+    spec
+        Anything :func:`open_dataset` takes.
+    index
+        The caller's ``.idx`` (refused with an opened dataset, as by :func:`open_dataset`).
+    key_type, duplicates, strict
+        How the consumer reads a spec it opens (an opened dataset was read as it was opened).
+    **storage
+        The caller's storage settings (``storage``, ``storage_options``, ``cache_dir``, ``cache_size``,
+        ``requests``); those left ``None`` are not given.
+
+    Returns
+    -------
+    HeldDataset
+        The records, and whether they were opened here.
+
+    Raises
+    ------
+    ParameterError
+        An ``index`` or storage setting given with an opened dataset.
+    """
+    given = {name: value for name, value in storage.items() if value is not None}
+    if isinstance(spec, Records):
+        return HeldDataset(open_dataset(spec, index, **given), owned=False)
+    return HeldDataset(open_dataset(spec, index, key_type, duplicates=duplicates, strict=strict, **given), owned=True)
