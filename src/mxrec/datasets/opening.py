@@ -224,3 +224,10 @@ def dataset_files(spec: DatasetSpec, storage: StorageOptions = None) -> tuple[li
         raise ParameterError(f"{spec.path}: a {type(spec).__name__} is read from no record files of its own")
     shards, manifest = resolve_dataset(spec, storage)
     return shards, manifest, storage_from(storage)
+
+
+def dataset_name(spec: DatasetSpec) -> str:
+    """What messages and summaries call a dataset: its path, its reader's ``path``, or a list's paths joined."""
+    if isinstance(spec, Records):
+        return spec.path
+    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else ", ".join(map(str, spec))

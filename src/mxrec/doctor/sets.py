@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mxrec.datasets.mixture import Mixture, MixtureError, passes_text
-from mxrec.datasets.opening import as_mixture, dataset_files, is_mixture
+from mxrec.datasets.opening import as_mixture, dataset_files, dataset_name, is_mixture
 from mxrec.datasets.shard_set import Shard
 from mxrec.doctor.check_leakage import check_set_duplicates, check_set_leakage
 from mxrec.doctor.contents import read_contents
@@ -31,17 +31,12 @@ from mxrec.doctor.report import Check, Problem, Report
 from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ManifestError
 from mxrec.format.idx import KeyType
-from mxrec.io.records import Records
 from mxrec.storage.files import exists
 from mxrec.storage.filesystem import StorageOptions
 
 
 def _name(spec: Any, manifest: str | None) -> str:
-    if manifest is not None:
-        return manifest
-    if isinstance(spec, Records):
-        return spec.path
-    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else ", ".join(map(str, spec))
+    return manifest if manifest is not None else dataset_name(spec)
 
 
 def manifest_check(shards: list[Shard], found: list[tuple[int, int] | None], manifest: str) -> Check:
