@@ -25,7 +25,6 @@ named by file) and belongs to one process: pickled, it arrives empty.
 
 from __future__ import annotations
 
-import bisect
 import os
 import threading
 from collections import OrderedDict
