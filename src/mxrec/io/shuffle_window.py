@@ -157,7 +157,8 @@ class ShuffleWindow:
         self._computed: dict[int, _Epoch] = {}
         self._searched = -1  # the last epoch tried
         self._low = 0  # the order index below which no fetch will ask (less slack)
-        self.stats = {"ahead": 0, "waited": 0, "demand": 0}  # blocks read ahead, waited for, fetched on demand
+        #: blocks read ahead, waited for and fetched on demand; the most bytes held and being read ahead at once
+        self.stats = {"ahead": 0, "waited": 0, "demand": 0, "peak_bytes": 0}
 
     def __getstate__(self) -> dict:
         return {"shuffle_block": self.shuffle_block, "capacity": self.capacity, "order": self.order,
@@ -223,6 +224,7 @@ class ShuffleWindow:
         self._blocks[key] = data
         self._sizes[key] = len(data)
         self._held += len(data)
+        self.stats["peak_bytes"] = max(self.stats["peak_bytes"], self._held + self._ahead_bytes)
         if self._current is not None:
             self._loaded[key] = self._current.epoch
 
