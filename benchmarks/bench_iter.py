@@ -148,6 +148,22 @@ def mxnet_tiny_rates(python: str, params: dict, threads: int, images: int) -> tu
     return measured["rate"], measured["cpu_rate"]
 
 
+def bare_decode_us(rec: str) -> float:
+    """Microseconds of CPU time per image that decoding alone costs (simplejpeg into a reused buffer, one thread):
+    the part of a sample that runs without the GIL."""
+    reader = RecordReader(rec)
+    payloads = [bytes(view[unpack_header(view)[1]:]) for view in map(reader.view, range(len(reader)))]
+    buffer = np.empty(1 << 20, np.uint8)
+    best = math.inf
+    for _ in range(3):
+        start = time.process_time()
+        for p in payloads:
+            h, w = simplejpeg.decode_jpeg_header(p)[:2]
+            simplejpeg.decode_jpeg(p, colorspace="BGR", buffer=buffer[:h * w * 3])
+        best = min(best, time.process_time() - start)
+    return best / len(payloads) * 1e6
+
+
 def amdahl(one: float, two: float) -> tuple[float, float]:
     """The serial fraction Amdahl's law gives for the 1- and 2-thread rates, and the rate it projects on 64."""
     serial = min(1.0, max(0.0, 2 * one / two - 1))
@@ -187,8 +203,10 @@ def tiny_main(args: argparse.Namespace) -> int:
             ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
             print(f"{number:5} {workload:10} {dtype:7} {threads:3} {wall:8.0f} {1e6 / cpu:6.1f} {show(mx_wall, 8)} "
                   f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio}", flush=True)
-    print(f"\nbest of {args.rounds} rounds; f: serial fraction (Amdahl, from 1 -> 2 threads), "
-          "64: projected images/s on 64 threads")
+    decode = bare_decode_us(rec)
+    print(f"\nbest of {args.rounds} rounds; f: serial fraction (Amdahl, from 1 -> 2 threads), 64: projected "
+          f"images/s on 64 threads; on 1 thread, f: the share of a sample's CPU time outside the decoder "
+          f"(bare decoding: {decode:.1f} us/img), an upper bound on the GIL's")
     print(f"{'workload':10} {'dtype':7} {'thr':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} {'us/img':>6} "
           f"{'ratio':>6} {'f':>5} {'64 thr':>8}  bar")
     failed = False
@@ -197,6 +215,9 @@ def tiny_main(args: argparse.Namespace) -> int:
         wall, cpu, mx_wall, mx_cpu = best[row]
         ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
         extra, bar = "", ""
+        if threads == 1:
+            serial = max(0.0, 1 - decode * cpu / 1e6)
+            extra = f"{serial:5.2f} {wall / (serial + (1 - serial) / 64):8.0f}"
         if threads == 2:
             serial, projected = amdahl(best[workload, dtype, 1][0], wall)
             extra = f"{serial:5.2f} {projected:8.0f}"
