@@ -174,7 +174,8 @@ def tiny_main(args: argparse.Namespace) -> int:
     rec = args.tiny_rec or f"bench-data/tiny{args.tiny_size}.rec"
     if not os.path.exists(rec):
         build_tiny_rec(rec, size=args.tiny_size)
-    workloads = tiny_workloads(args.tiny_size)
+    workloads = {name: params for name, params in tiny_workloads(args.tiny_size).items()
+                 if not args.tiny_workloads or name in args.tiny_workloads.split(",")}
     mxnet_python = os.environ.get("MXREC_BENCH_MXNET_PYTHON")
     rows = [(workload, dtype, threads) for workload in workloads for dtype in ("float32", "uint8")
             for threads in (1, 2)]
@@ -325,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="ImageRecordIter alone on tiny 32x32 images")
     parser.add_argument("--tiny-size", type=int, default=32, help="side of the --tiny JPEGs (the issue's: 16)")
     parser.add_argument("--tiny-rec", default="", help="default: bench-data/tiny<size>.rec")
+    parser.add_argument("--tiny-workloads", default="", help="comma-separated: tiny-val,tiny-crop,tiny-cifar (all)")
     args = parser.parse_args(argv)
     if args.tiny:
         return tiny_main(args)
