@@ -94,7 +94,8 @@ def test_a_failed_publish_retries_its_cleanup(s3_proxy, s3_bucket, storage):
     """Regression: a delete retried after a 503 asks whether the object is gone; that stat's "not found" carried
     the 503 as its context, was taken for a 503 and retried until it failed: the object was called "remaining"."""
     s3_proxy.faults.fail_always(503, method="PUT", key="t_00002.rec")
-    s3_proxy.faults.fail_next(2, 503, method="DELETE", match=lambda r: "staging" not in r.path)  # the cleanup's
+    # the cleanup's first two removals of published objects fail once each
+    s3_proxy.faults.fail_next(2, 503, method="DELETE", match=lambda r: "staging" not in r.path)
     with pytest.raises(RemoteError) as caught:
         write_set(f"s3://{s3_bucket}/t.rec", storage)
     assert not getattr(caught.value, "__notes__", [])
