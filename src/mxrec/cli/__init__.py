@@ -6,6 +6,11 @@ plain text), ``add_arguments(parser)`` and ``run(args) -> exit code``. Add a
 module's name to :data:`SUBCOMMANDS` to make it appear. Options several
 commands share are defined once, in :mod:`mxrec.cli.options`.
 
+The subcommands: :mod:`~mxrec.cli.info`, :mod:`~mxrec.cli.index`, :mod:`~mxrec.cli.verify`,
+:mod:`~mxrec.cli.list`, :mod:`~mxrec.cli.pack`, :mod:`~mxrec.cli.im2rec`, :mod:`~mxrec.cli.extract`,
+:mod:`~mxrec.cli.preview`, :mod:`~mxrec.cli.stats`, :mod:`~mxrec.cli.convert`, :mod:`~mxrec.cli.probe`; beside
+them :mod:`~mxrec.cli.options` (the shared options) and :mod:`~mxrec.cli.progress` (the progress display).
+
 Exit codes (:data:`EXIT_OK`, ...): 0 success; 1 the command ran but its input
 is damaged or faulty (it printed what it could; ``verify`` found a fault);
 2 bad usage, or an input or output mxrec could not process (one line on
@@ -20,7 +25,7 @@ cleanup could not remove); no traceback reaches the user unless
 ``MXREC_TRACEBACK=1`` is set. ``--requests``, ``--cache-dir`` and
 ``--cache-size`` are every command's (:func:`mxrec.cli.options.add_storage`).
 
-Only this room prints and draws progress (:mod:`mxrec.cli.progress`); the
+Only this subpackage prints and draws progress (:mod:`mxrec.cli.progress`); the
 library reports through callbacks. May import: anything in mxrec (it is the
 top floor; nothing imports it).
 """
