@@ -25,7 +25,6 @@ def soak(tmp_path, s3_proxy, s3_bucket, http_proxy, webhdfs_proxy) -> Soak:
 def test_soak(soak, profile):
     outcomes = soak.run(profile, SOAK_PROFILES[profile], seed=22)
     shown = table(outcomes)
-    print(shown)
     assert all(o.requests > 0 for o in outcomes), shown  # (every operation went through the proxies)
     assert [o for o in outcomes if o.verdict in ("wrong", "hang", "unclear")] == [], shown
     if profile == TRANSIENT:

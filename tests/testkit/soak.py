@@ -35,12 +35,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import s3fs
 
+import mxrec
+from mxrec.datasets.opening import open_dataset
+from mxrec.doctor.sets import info as dataset_info
+from mxrec.doctor.sets import verify as verify_set
 from mxrec.errors import MxrecError
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import write_list
+from mxrec.io.opener import RecordReader
+from mxrec.io.shards import ShardedWriter, ShardLimit
+from mxrec.packing.job import pack_list
+from mxrec.storage import filesystem
 from mxrec.storage.settings import ENV_REQUESTS, RequestPolicy, Storage
-from testkit.datasets import jpeg, photo, write_indexed
+from mxrec.train.record_iter import ImageRecordIter
+from testkit.datasets import jpeg, photo
 from testkit.proxy import PROFILES, FaultProfile, HTTPProxy, S3Proxy, WebHDFSProxy
 
 #: the policy the soak runs under: enough attempts for a transient storm (a move is two requests an attempt),
@@ -123,12 +133,8 @@ class Soak:
             (root / f"{i}.jpg").write_bytes(jpeg(photo(i, SIZE + 8, SIZE + 4)))
         entries = [ListEntry(i, (float(i % 4),), f"{i}.jpg") for i in range(COUNT)]
         write_list(folder / "set.lst", entries)
-        from mxrec.packing.job import pack_list
-
         rec = folder / "set.rec"
         pack_list(folder / "set.lst", root, rec)
-        from mxrec.io.opener import RecordReader
-
         local = RecordReader(rec)
         payloads = local.read_batch(range(len(local)))
         self.root = root
@@ -138,8 +144,6 @@ class Soak:
             server.put_object(self.bucket, name, (folder / name).read_bytes())
         shards = folder / "shards"
         shards.mkdir()
-        from mxrec.io.shards import ShardedWriter, ShardLimit
-
         with ShardedWriter(shards / "parts.rec", ShardLimit(records=8)) as writer:
             for i, payload in enumerate(payloads):
                 writer.write(payload, key=i)
@@ -188,18 +192,19 @@ class Soak:
     @contextlib.contextmanager
     def _environment(self) -> Iterator[None]:
         """What a command gets from the environment: the policy, and S3 through the proxy (``pack`` takes no
-        storage settings); the file systems made before are dropped, so that none points elsewhere."""
-        from mxrec.storage import filesystem
-
+        storage settings); the file systems made before (mxrec's and s3fs's) are dropped, so that none points
+        elsewhere."""
         values = {**self.s3.server.env(), "AWS_ENDPOINT_URL": self.s3.url, "AWS_ENDPOINT_URL_S3": self.s3.url,
                   ENV_REQUESTS: self.policy.describe()}
         before = {name: os.environ.get(name) for name in values}
         os.environ.update(values)
         filesystem._filesystems.clear()
+        s3fs.S3FileSystem.clear_instance_cache()  # (s3fs keeps one per options: the endpoint from before)
         try:
             yield
         finally:
             filesystem._filesystems.clear()
+            s3fs.S3FileSystem.clear_instance_cache()
             for name, value in before.items():
                 if value is None:
                     os.environ.pop(name, None)
@@ -251,8 +256,6 @@ def _check(what: str, got: object, expected: object) -> None:
 
 def _batches(url: str, storage: Storage | None) -> list[tuple[bytes, tuple[float, ...]]]:
     """Two epochs of a block-shuffled ``ImageRecordIter``: each batch's pixels and labels."""
-    from mxrec.train.record_iter import ImageRecordIter
-
     out = []
     with ImageRecordIter(path_imgrec=url, data_shape=(3, SIZE, SIZE), batch_size=8, shuffle=True, seed=5,
                          shuffle_block=4, storage_options=storage) as it:
@@ -267,8 +270,6 @@ def _batches(url: str, storage: Storage | None) -> list[tuple[bytes, tuple[float
 
 def _read(store: str) -> Callable[[Soak], None]:
     def read(soak: Soak) -> None:
-        from mxrec.io.opener import RecordReader
-
         reader = RecordReader(soak.urls[store], storage_options=soak.storages[store])
         positions = [5, 0, 17, 3, 23, 11, 12, 13]
         _check(f"read_batch on {store}", reader.read_batch(positions), [soak.expected["payloads"][p]
@@ -279,8 +280,6 @@ def _read(store: str) -> Callable[[Soak], None]:
 
 
 def shard_set(soak: Soak) -> None:
-    from mxrec.datasets.opening import open_dataset
-
     for spec in (f"s3://{soak.bucket}/parts.manifest.json", f"s3://{soak.bucket}/parts_*.rec"):
         dataset = open_dataset(spec, storage=soak.storage)
         _check(f"the shard set {spec}", dataset.read_batch(range(len(dataset))), soak.expected["payloads"])
@@ -302,8 +301,6 @@ def fork_workers(soak: Soak) -> None:
 
 
 def _read_back(soak: Soak, spec: str) -> list[bytes]:
-    from mxrec.datasets.opening import open_dataset
-
     dataset = open_dataset(spec, storage=soak.direct)
     return dataset.read_batch(range(len(dataset)))
 
@@ -321,8 +318,6 @@ def _whole_or_absent(soak: Soak, url: str) -> Iterator[None]:
 
 
 def pack(soak: Soak) -> None:
-    from mxrec.packing.job import pack_list
-
     url = soak.fresh("packed.rec")
     with _whole_or_absent(soak, url):
         pack_list(f"s3://{soak.bucket}/set.lst", soak.root, url)
@@ -330,8 +325,6 @@ def pack(soak: Soak) -> None:
 
 
 def convert(soak: Soak) -> None:
-    import mxrec
-
     url = soak.fresh("converted.rec")
     with _whole_or_absent(soak, url):
         result = mxrec.convert(soak.urls["s3"], url, shard_size=10, storage_options=soak.storage)
@@ -339,15 +332,11 @@ def convert(soak: Soak) -> None:
 
 
 def info(soak: Soak) -> None:
-    from mxrec.doctor.sets import info as dataset_info
-
     found = dataset_info(soak.urls["s3"], storage_options=soak.storage)
     _check("info's record count", (found.records, found.damaged), (soak.expected["records"], False))
 
 
 def verify(soak: Soak) -> None:
-    from mxrec.doctor.sets import verify as verify_set
-
     report = verify_set(soak.urls["s3"], storage_options=soak.storage)
     _check("verify's verdict", report.ok, True)
 

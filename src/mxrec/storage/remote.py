@@ -237,6 +237,14 @@ def read_whole(url: str, storage: StorageOptions = None, *, size: int | None = N
         The file cannot be read whole and exact (the message says why).
     """
     reader, path, policy = _reader(url, storage)
+    if not reader.states_size:  # the size first, under its own attempts, then the bytes as one checked range
+        # (one attempt of stat and read together would be several requests that must all succeed at once)
+        if size is None:
+            size = stat(url, storage, counter=counter).size
+            if size is None:
+                raise RemoteError(url, "the store does not say how large the file is, so a whole read of it cannot "
+                                       "be checked; refusing to use it")
+        return read_ranges(url, [(0, size)], storage, size=size, counter=counter)[0]
 
     def once() -> bytes:
         data, stated = reader.read_whole(url, path)
