@@ -90,6 +90,28 @@ def shares_of(weights: Sequence[float], total: int) -> list[int]:
     return shares.tolist()
 
 
+def passes_text(passes: float) -> str:
+    """What a source's share means over epochs: ``"2.4× repeated"``, ``"0.3× — full cycle every 4 epochs"``.
+
+    Parameters
+    ----------
+    passes
+        The share per epoch over the source's records.
+
+    Returns
+    -------
+    str
+        The text.
+    """
+    if passes > 1:
+        return f"{passes:.1f}× repeated"
+    if passes == 1:
+        return "1× (each record once)"
+    if passes > 0:
+        return f"{passes:.2g}× — full cycle every {math.ceil(1 / passes - 1e-9)} epochs"
+    return "not read"
+
+
 @dataclass(frozen=True)
 class SourceOrder:
     """How one source is visited: its ``size``, ``share`` per epoch, and the order of each pass over it."""
@@ -312,15 +334,8 @@ class Mixture(Records):
         """The mixture in a few lines: each source's records, weight, share and what that means over epochs."""
         lines = [f"mixture of {len(self.sources)} sources, {self.samples_per_epoch} samples per epoch"]
         for row in self.describe_sources():
-            passes = row["passes"]
-            if passes >= 1:
-                cycle = f"{passes:.1f}x repeated" if passes > 1 else "each record once"
-            elif passes > 0:
-                cycle = f"{passes:.2f}x: full cycle every {math.ceil(1 / passes)} epochs"
-            else:
-                cycle = "not read"
             lines.append(f"  {row['path']}: {row['records']} records, weight {row['weight']:g}, {row['share']} "
-                         f"per epoch ({cycle}), label offset {row['label_offset']}")
+                         f"per epoch ({passes_text(row['passes'])}), label offset {row['label_offset']}")
         return "\n".join(lines)
 
     def __getstate__(self) -> dict:

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
-from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.mixture import MIX_SUFFIX, Mixture
+from mxrec.datasets.opening import DatasetSpec, hold_dataset
 from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
@@ -117,7 +118,7 @@ def _labels(header: IRHeader) -> tuple[float, ...]:
     return tuple(float(v) for v in label_array(header))
 
 
-def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+def extract_records(rec_path: DatasetSpec, out_dir: str | os.PathLike, *,
                     idx_path: str | os.PathLike | None = None, key_type: KeyType = int, flat: bool = False,
                     label_names: dict[int, str] | None = None, layout: str = "auto",
                     progress: Callable[[int, int], None] | None = None) -> ExtractResult:
@@ -134,7 +135,8 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     Parameters
     ----------
     rec_path
-        The dataset (a path, URL or shard set).
+        The dataset (a path, URL, shard set or mixture file), or a dataset already opened (read as it is, left
+        open; a mixture's records once each, labels moved by its label offsets).
     out_dir
         The folder to write into (a path or URL; a URL is filled from a local
         spool folder, the ``.lst`` uploaded last).
@@ -180,7 +182,7 @@ def _extract(rec_path: str | os.PathLike, out_dir: str, idx_path: str | os.PathL
     stem = dataset_stem(rec_path)
     entries: list[ListEntry] = []
     used: set[str] = set()
-    with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
+    with hold_dataset(rec_path, idx_path, key_type, strict=False) as reader:
         if isinstance(reader, ShardSetReader) and reader.manifest is not None:
             reader.check()  # a missing or cut shard fails now, before any file is written
         os.makedirs(out_dir, exist_ok=True)
@@ -240,9 +242,17 @@ def _batched(reader: Records, positions: Sequence[int]) -> Iterator[tuple[int, b
 
 
 def dataset_stem(spec: object) -> str:
-    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, for ``[train_0.rec, ...]``."""
+    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, ``train.mix.json``, for
+    ``[train_0.rec, ...]`` and for a reader of one of those (``mixture`` for :func:`~mxrec.datasets.mixture.mix`'s)."""
+    if isinstance(spec, Mixture):
+        return "mixture"
+    if isinstance(spec, ShardSetReader):
+        spec = spec.manifest or spec.shards[0].rec
+    elif isinstance(spec, Records):
+        spec = spec.path
     first = os.fspath(spec if isinstance(spec, (str, os.PathLike)) else next(iter(spec)))  # type: ignore[call-overload]
     name = basename(first.rstrip("/"))
-    if name.endswith(MANIFEST_SUFFIX):
-        return name[:-len(MANIFEST_SUFFIX)]
+    for suffix in (MANIFEST_SUFFIX, MIX_SUFFIX):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
     return os.path.splitext(name)[0] or "dataset"
