@@ -139,8 +139,11 @@ class RangeReader:
     """Reads of one file system, each one request whose answer is checked (see the module docstring).
 
     ``read_whole`` returns the bytes and the size the answer stated (``None`` when it stated none: the caller then
-    asks for the size, so that a cut answer is never taken for the file).
+    asks for the size, so that a cut answer is never taken for the file). A reader whose whole reads cannot state
+    a size (``states_size`` false: WebHDFS) is asked for the size first and the bytes as one range.
     """
+
+    states_size = True
 
     def __init__(self, fs: Any) -> None:
         self.fs = fs
@@ -269,6 +272,8 @@ class HTTPReader(_AsyncReader):
 class WebHDFSReader(RangeReader):
     """``OPEN`` with explicit offset and length; the redirect followed by hand, once, when it is whole."""
 
+    states_size = False
+
     def read(self, url: str, path: str, start: int, end: int, size: int | None = None) -> bytes:
         fs = self.fs
         answer = fs._call("OPEN", path=path, offset=start, length=end - start, redirect=False)
@@ -296,10 +301,6 @@ class WebHDFSReader(RangeReader):
         if wrong or not unquote(parts.path).endswith(path.rstrip("/")):
             raise IncompleteAnswerError(url, f"read bytes {start}..{end}: the name node's redirect is cut short or "
                                              f"names another read ({location!r})")
-
-    def read_whole(self, url: str, path: str) -> tuple[bytes, int | None]:
-        size = int(self.fs.info(path)["size"])
-        return (self.read(url, path, 0, size) if size else b""), size
 
 
 def range_reader(fs: Any, protocol: str) -> RangeReader:
