@@ -56,7 +56,8 @@ class ImageSamples:
     """Decoding, labelling, broken-record handling and the epoch, shared by the image datasets (their base).
 
     Opens the samples of ``path`` (:func:`~mxrec.datasets.samples.open_samples`: every record, or a face set's
-    faces; ``path`` may be a mixture file, or a dataset already opened, read as it is); every other parameter is keyword-only and means what the datasets document.
+    faces; ``path`` may be a mixture file, or a dataset already opened, read as it is); every other parameter is
+    keyword-only and means what the datasets document.
     """
 
     def __init__(self, path: DatasetSpec, *, index: Index = None, flag: int = 1, transform: Callable | None = None,
