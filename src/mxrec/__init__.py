@@ -1,6 +1,6 @@
 """mxrec: MXNet RecordIO (``.rec`` / ``.idx``) without MXNet.
 
-The rooms, from the bottom up (each may import only the rooms listed before it):
+The subpackages, in layers from the bottom up (each may import only the layers listed before it):
 
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,

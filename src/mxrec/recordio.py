@@ -318,7 +318,7 @@ class MXIndexedRecordIO(MXRecordIO):
         try:
             return index.offset(idx) if type(index) is OffsetMap else index[idx]
         except KeyError:
-            raise RecordKeyError(self.idx_path, idx) from None
+            raise RecordKeyError(self.idx_path, key=idx) from None
 
     def seek(self, idx: object) -> None:
         """Move the read position to the record stored under key ``idx``."""

@@ -275,7 +275,7 @@ class Mixture(Records):
             number, inner = key  # type: ignore[misc]
             return int(self.starts[number]) + self.sources[number].position(inner)
         except (TypeError, ValueError, IndexError):
-            raise RecordKeyError(self.path, key) from None
+            raise RecordKeyError(self.path, key=key) from None
 
     def describe(self, position: int) -> str:
         number, local = self._locate(position)

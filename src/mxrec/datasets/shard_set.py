@@ -58,8 +58,8 @@ from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, pars
 from mxrec.io.opener import RecordReader
 from mxrec.io.order import ReadPlan
 from mxrec.io.records import IOStats, Records, blocks_of, gather
-from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle
-from mxrec.io.shuffle_window import ShuffleWindow
+from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle, window_for
+from mxrec.io.shuffle_window import Pieces, ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
 from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent, storage_of
@@ -391,7 +391,7 @@ class ShardSetReader(Records):
         try:
             return self._positions[key]
         except (KeyError, TypeError):
-            raise RecordKeyError(self.path, key) from None
+            raise RecordKeyError(self.path, key=key) from None
 
     def header(self, position: int) -> IRHeader:
         number, local = self.locate(position)
@@ -416,7 +416,8 @@ class ShardSetReader(Records):
         return total
 
     def default_shuffle_block(self) -> int:
-        """A global shuffle for local shards; blocks of about 4 MiB when any shard is remote."""
+        """A global shuffle for local shards; blocks of :func:`~mxrec.io.records.blocks_of` when any shard is
+        remote."""
         return blocks_of(len(self), self.nbytes) if self._remote else 0
 
     def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
@@ -430,10 +431,26 @@ class ShardSetReader(Records):
         if plan.shuffle_block <= 0:
             self._window = None
             return
-        self._window = ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
+        self._window = window_for(plan, self.storage)
+        self._window.locate_with(self._pieces)
         self._window_origin = origin
         for number, reader in enumerate(self._readers):
             self._share_window(number, reader)
+
+    def _pieces(self, number: int) -> Pieces:
+        """Where shuffle block ``number`` lies, in the remote shards opened so far (read-ahead opens none: a
+        shard's first block is fetched when asked for)."""
+        k = self._window.shuffle_block
+        lo, hi = number * k - self._window_origin, (number + 1) * k - self._window_origin
+        first = max(0, int(np.searchsorted(self.starts, lo, side="right")) - 1)
+        found: Pieces = []
+        for shard in range(first, len(self.shards)):
+            if self.starts[shard] >= hi:
+                break
+            reader = self._readers[shard]
+            if isinstance(reader, RemoteRecordReader):
+                found += reader.pieces(number)
+        return found
 
     def _share_window(self, number: int, reader: Records | None) -> None:
         if self._window is not None and isinstance(reader, RemoteRecordReader):

@@ -297,7 +297,7 @@ class LocalRecordReader(Records):
         try:
             return self._key_store.position(key)
         except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key) from None
+            raise RecordKeyError(self.index_path or self.path, key=key) from None
 
     @property
     def nbytes(self) -> int:

@@ -118,10 +118,10 @@ def read_pack_list(lst_path: str | os.PathLike, root: str | os.PathLike = ".") -
     first_line: dict[int, int] = {}
     for number, entry in iter_numbered_list(lst_path):
         if not 0 <= entry.index <= _MAX_ID:
-            raise ListFileError(lst_path, number, f"index {entry.index} is not a record id (0 .. 2**64-1)")
+            raise ListFileError(lst_path, f"index {entry.index} is not a record id (0 .. 2**64-1)", line=number)
         if entry.index in first_line:
-            raise ListFileError(lst_path, number,
-                                f"index {entry.index} is already used on line {first_line[entry.index]}")
+            raise ListFileError(lst_path, f"index {entry.index} is already used on line {first_line[entry.index]}",
+                                line=number)
         first_line[entry.index] = number
         try:
             resolve_list_path(root, entry.path)

@@ -78,7 +78,7 @@ def _is_image(name: str, exts: frozenset[str]) -> bool:
 def _checked_path(relpath: str, where: str) -> str:
     problem = check_list_path(relpath)
     if problem is not None:
-        raise ListFileError(where, None, f"{problem}; rename the file to list it")
+        raise ListFileError(where, f"{problem}; rename the file to list it")
     return relpath
 
 
@@ -293,22 +293,22 @@ def read_labelled_csv(csv_path: str | os.PathLike, root: str | os.PathLike) -> I
         if not rows and cells[0].lower() in CSV_HEADER_NAMES and not os.path.exists(os.path.join(root, cells[0])):
             continue
         if len(cells) < 2:
-            raise ListFileError(csv_path, number, f"expected 'path{delimiter}label', got {row!r}")
+            raise ListFileError(csv_path, f"expected 'path{delimiter}label', got {row!r}", line=number)
         path, labels = cells[0], cells[1:]
         if not all(labels):
-            raise ListFileError(csv_path, number, f"empty label for {path!r}")
+            raise ListFileError(csv_path, f"empty label for {path!r}", line=number)
         problem = check_list_path(path)
         if problem is not None:
-            raise ListFileError(csv_path, number, problem)
+            raise ListFileError(csv_path, problem, line=number)
         try:
             full = resolve_list_path(root, path)
         except UnsafePathError as exc:
-            raise ListFileError(csv_path, number, str(exc)) from None
+            raise ListFileError(csv_path, str(exc), line=number) from None
         if not os.path.isfile(full):
-            raise ListFileError(csv_path, number, f"image file {full!r} does not exist")
+            raise ListFileError(csv_path, f"image file {full!r} does not exist", line=number)
         rows.append((number, path, labels))
     if not rows:
-        raise ListFileError(csv_path, None, "no rows with a path and a label: nothing to list")
+        raise ListFileError(csv_path, "no rows with a path and a label: nothing to list")
     numeric = all(_is_number(label) for _, _, labels in rows for label in labels)
     if numeric:
         label_names: dict[int, str] = {}

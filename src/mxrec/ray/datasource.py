@@ -276,7 +276,7 @@ def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -
                 try:
                     payload = framing.decode_record(buf, offset - base, piece.rec)[0]
                 except RecordFormatError as exc:
-                    raise RecordFormatError(piece.rec, offset, f"record {key!r}: {exc.reason}") from None
+                    raise RecordFormatError(piece.rec, f"record {key!r}: {exc.reason}", offset=offset) from None
                 if piece.label_offset:
                     payload = shift_class_label(payload, piece.label_offset)
                 recs.append(piece.rec)

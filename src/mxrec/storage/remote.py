@@ -109,12 +109,15 @@ def attempt(url: str, what: str, call: Callable[[], T], policy: RequestPolicy, *
         try:
             return call()
         except Exception as exc:
-            if number and done is not None and done(exc):
-                return None  # type: ignore[return-value]
-            wait = _pause(policy, number)
-            spent = time.monotonic() - began
-            if number + 1 >= policy.attempts or not is_transient(exc) or spent + wait > policy.deadline:
-                raise remote_error(url, exc, what, attempts=number + 1, seconds=spent) from None
+            failure = exc
+        # (outside the handler: an error the check raises must not carry this failure as its context, where
+        # is_transient would find this failure's status: a stat's "not found" after a 503 taken for a 503)
+        if number and done is not None and done(failure):
+            return None  # type: ignore[return-value]
+        wait = _pause(policy, number)
+        spent = time.monotonic() - began
+        if number + 1 >= policy.attempts or not is_transient(failure) or spent + wait > policy.deadline:
+            raise remote_error(url, failure, what, attempts=number + 1, seconds=spent) from None
         time.sleep(wait)
     raise AssertionError("unreachable")
 

@@ -209,8 +209,8 @@ def labels_by_id(path_imglist: str | os.PathLike, label_width: int) -> dict[int,
     labels = {}
     for number, entry in enumerate(read_list(path_imglist), 1):
         if len(entry.labels) < label_width:
-            raise ListFileError(path_imglist, number, f"entry {entry.index} has {len(entry.labels)} label(s), "
-                                                      f"label_width is {label_width}")
+            raise ListFileError(path_imglist, f"entry {entry.index} has {len(entry.labels)} label(s), "
+                                              f"label_width is {label_width}", line=number)
         labels[entry.index] = np.array(entry.labels[:label_width], np.float32)
     return labels
 

@@ -147,7 +147,7 @@ class RecordSampleLoader:
         if self._labels is not None:
             labels = self._labels.get(header.id)
             if labels is None:
-                raise ListFileError(self._labels_source, None,
+                raise ListFileError(self._labels_source,
                                     f"no line for record id {header.id} ({self.describe(position)})")
             out[:] = labels
         elif self._identities:
