@@ -1,7 +1,8 @@
 """mxrec verify DATASET: check a dataset the way a practitioner would; exit 1 on any fault.
 
 DATASET is a .rec file or URL, or a shard set (each shard checked, then the
-totals and the manifest). Checks the RecordIO framing and the .idx; for image
+totals and the manifest), or a mixture file NAME.mix.json (each source
+checked). Checks the RecordIO framing and the .idx; for image
 datasets the labels, class balance (a warning), images (every one decoded with
 --decode, on all cores), image shapes and duplicate images; for an InsightFace
 face set its layout (header record, identity ranges, face labels). With --lst
