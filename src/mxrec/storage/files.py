@@ -1,9 +1,9 @@
 """Operations on a file wherever it lives: a local path goes to the operating system, a URL to the request layer.
 
 The helpers callers use for small files and listings, local or remote alike: :func:`exists`, :func:`isdir`,
-:func:`read_bytes`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`, :func:`walk`; and
-:func:`spooled_folder`, a folder of output files written locally wherever it goes. A remote one goes through
-:mod:`mxrec.storage.remote` (retried, time-limited, checked); a remote :func:`open_input` reads through
+:func:`read_bytes`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`, :func:`listing`,
+:func:`walk`; and :func:`spooled_folder`, a folder of output files written locally wherever it goes. A remote one goes
+through :mod:`mxrec.storage.remote` (retried, time-limited, checked); a remote :func:`open_input` reads through
 :class:`~mxrec.storage.remote_file.RemoteFile`, so a stream (a ``.lst``, a Parquet footer) is retried and checked
 range by range too.
 """
@@ -72,10 +72,19 @@ def glob(pattern: str, storage_options: StorageOptions = None) -> list[str]:
 
 def listdir(folder: str, storage_options: StorageOptions = None) -> list[str]:
     """The files directly in ``folder``, sorted, as URLs when ``folder`` is one."""
+    return sorted(listing(folder, storage_options))
+
+
+def listing(folder: str, storage_options: StorageOptions = None) -> dict[str, int | None]:
+    """What is directly in ``folder`` (as URLs when ``folder`` is one) with its size (``None``: a folder); a
+    remote folder is listed once (:func:`mxrec.storage.remote.listing`)."""
     if not is_url(folder):
         folder = local_path(folder)
-        return sorted(os.path.join(folder, n) for n in os.listdir(folder))
-    return remote.listdir(folder, storage_options)
+        found = {}
+        for entry in os.scandir(folder):
+            found[os.path.join(folder, entry.name)] = None if entry.is_dir() else entry.stat().st_size
+        return found
+    return remote.listing(folder, storage_options)
 
 
 def _loops_back(parent: str, child: str) -> bool:
