@@ -37,7 +37,8 @@ _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
 
 
 def configure(protocol: str, options: dict[str, Any], policy: RequestPolicy) -> dict[str, Any]:
-    """fsspec options for ``protocol`` with the policy's time-outs and without the back-end's own retries.
+    """fsspec options for ``protocol`` with the policy's time-outs, connections for its requests in flight, and
+    without the back-end's own retries.
 
     Options the caller set win: an explicit ``config_kwargs={"retries": ...}`` for S3, or a ``timeout`` in
     ``client_kwargs`` for HTTP, is kept.
@@ -63,6 +64,8 @@ def configure(protocol: str, options: dict[str, Any], policy: RequestPolicy) -> 
         config.setdefault("retries", {"total_max_attempts": 1, "mode": "standard"})
         config.setdefault("connect_timeout", policy.connect_timeout)
         config.setdefault("read_timeout", policy.read_timeout)
+        # (botocore opens 10 connections by default: the policy's requests in flight would queue behind them)
+        config.setdefault("max_pool_connections", policy.in_flight)
         options["config_kwargs"] = config
     elif protocol in ("http", "https"):
         import aiohttp

@@ -287,9 +287,22 @@ def glob(pattern: str, storage: StorageOptions = None) -> list[str]:
 
 def listdir(folder: str, storage: StorageOptions = None) -> list[str]:
     """The files directly in ``folder`` (a URL), sorted, as URLs."""
+    return sorted(listing(folder, storage))
+
+
+def listing(folder: str, storage: StorageOptions = None) -> dict[str, int | None]:
+    """What is directly in ``folder`` (a URL), as URLs, with the sizes the listing states (``None`` for a folder):
+    one listing (which the store may answer in pages).
+
+    Raises
+    ------
+    RemoteError
+        The store could not be asked.
+    """
     fs, path, policy = _fs(folder, storage)
-    found = attempt(folder, "listing", lambda: fs.ls(path, detail=False), policy)
-    return sorted(fs.unstrip_protocol(p) for p in found)
+    found = attempt(folder, "listing", lambda: fs.ls(path, detail=True), policy)
+    return {fs.unstrip_protocol(entry["name"]): (None if entry.get("type") == "directory" or entry.get("size") is None
+                                                 else int(entry["size"])) for entry in found}
 
 
 def find(folder: str, storage: StorageOptions = None, *, recursive: bool = True) -> list[str]:
