@@ -33,14 +33,13 @@ from typing import IO, Any
 import numpy as np
 
 from mxrec.errors import MxrecError, import_extra
+from mxrec.interop.formats import BufferStream, Format
 from mxrec.interop.record import Payload, Record, foreign_record
-from mxrec.interop.sets import BufferStream
 from mxrec.storage.write_behind import WriteBehind
 
-FORMAT = "parquet"
-SUFFIX = ".parquet"
-EXTRA = "parquet"
-INDEX_SUFFIX = ""  # no index file beside a shard
+FORMAT = Format(name="parquet", title="Parquet (Hugging Face)", module=__name__, suffixes=(".parquet",),
+                extra="parquet", counts_from_footer=True,
+                loading='`datasets.load_dataset("parquet", data_dir=DIR)`')
 ROW_GROUP_BYTES = 8 << 20  # see the module docstring
 ROW_GROUP_ROWS = 10_000
 _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")
@@ -48,8 +47,8 @@ _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2"
 
 def require_pyarrow() -> Any:
     """``pyarrow`` (with ``pyarrow.parquet``), or :class:`MissingExtraError` naming ``mxrec[parquet]``."""
-    import_extra("pyarrow.parquet", "Parquet needs pyarrow, which is not installed", EXTRA)
-    return import_extra("pyarrow", "Parquet needs pyarrow, which is not installed", EXTRA)
+    import_extra("pyarrow.parquet", "Parquet needs pyarrow, which is not installed", FORMAT.extra)
+    return import_extra("pyarrow", "Parquet needs pyarrow, which is not installed", FORMAT.extra)
 
 
 def features(class_names: dict[int, str] | None) -> dict[str, Any]:
@@ -204,7 +203,7 @@ def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str
                 yield foreign_record(data, label)
 
 
-def count_records(stream: IO[bytes]) -> int:
+def count_records(stream: IO[bytes], where: str) -> int:
     """Rows of a Parquet file, from its footer."""
     require_pyarrow()
     import pyarrow.parquet as pq
