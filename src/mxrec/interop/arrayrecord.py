@@ -36,11 +36,18 @@ def require_array_record() -> Any:
 
 
 def _reader(path: str) -> Any:
+    """An open reader of ``path``; :class:`RecordFormatError` for a file it cannot read (the C++ reader says why
+    only when closed)."""
     module = require_array_record()
     try:
-        return module.ArrayRecordReader(path)
-    except (RuntimeError, ValueError, OSError) as exc:  # what the C++ reader raises for a file it cannot read
-        raise RecordFormatError(path, 0, f"not an ArrayRecord file, or damaged ({exc})") from None
+        reader = module.ArrayRecordReader(path)
+        if reader.ok():
+            return reader
+        reader.close()
+        reason = "the reader cannot open it"
+    except (RuntimeError, ValueError, OSError) as exc:
+        reason = str(exc)
+    raise RecordFormatError(path, 0, f"not an ArrayRecord file, or damaged ({reason})")
 
 
 def count_records(path: str, where: str) -> int:
@@ -62,9 +69,10 @@ def read_records(path: str, where: str) -> Iterator[Record]:
             try:
                 block = reader.read(start, min(total, start + _BLOCK))
             except (RuntimeError, ValueError) as exc:
-                raise RecordFormatError(where, 0, f"records {start}-{start + _BLOCK}: damaged ({exc})") from None
+                raise RecordFormatError(where, 0, f"not an ArrayRecord file, or damaged (reading records from "
+                                                  f"{start}: {exc})") from None
             for number, data in enumerate(block, start):
-                yield example_record(example_type, data, where, number)
+                yield example_record(example_type, data, f"{where} (record {number})", 0)
     finally:
         reader.close()
 

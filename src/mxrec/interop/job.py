@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mxrec.datasets.mixture import Mixture
 from mxrec.errors import MxrecError, OptionError
 from mxrec.format.checksums import checksums_path, format_sidecar
 from mxrec.format.idx import index_path_for
@@ -175,7 +176,9 @@ def _rec_source(spec: Any, faces: bool, storage_options: StorageOptions) -> tupl
     reader = open_source(spec, storage_options)
     try:
         first = reader.shard(0) if hasattr(reader, "shard") else reader
-        indexed, total, nbytes = getattr(first, "index_path", "") is not None, len(reader), reader.nbytes
+        # a mixture's keys are (source, key) pairs, kept in an .idx of the output
+        indexed = isinstance(reader, Mixture) or first.index_path is not None
+        total, nbytes = len(reader), reader.nbytes
     finally:
         if reader is not spec:
             reader.close()
