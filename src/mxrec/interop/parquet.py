@@ -86,7 +86,6 @@ class Writer:
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
         pa = require_pyarrow()
-        import pyarrow.parquet as pq
 
         self.pa, self.path, self.class_names = pa, path, class_names
         self.schema = schema(class_names)
