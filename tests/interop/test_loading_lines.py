@@ -16,7 +16,7 @@ import pytest
 
 import mxrec
 from mxrec.cli import main
-from mxrec.errors import OptionError
+from mxrec.errors import ParameterError
 from mxrec.interop import formats
 from mxrec.io.opener import RecordReader
 from testkit import GOLDEN
@@ -218,12 +218,12 @@ def test_a_mixture_converts_with_source_keys(tmp_path):
 def test_a_registered_format_is_known_everywhere(tmp_path, monkeypatch):
     """One line makes a format: convert, infer_format, the CLI choices; a wrong one names the problem."""
     monkeypatch.setattr(formats, "known_formats", dict(formats.known_formats))
-    with pytest.raises(OptionError, match="already known"):
+    with pytest.raises(ParameterError, match="already known"):
         formats.register_format("parquet", "mxrec.interop.parquet")
     formats.register_format("tar2", "mxrec.interop.webdataset")
-    with pytest.raises(OptionError, match="declares format 'webdataset', registered as 'tar2'"):
+    with pytest.raises(ParameterError, match="declares format 'webdataset', registered as 'tar2'"):
         mxrec.convert(SUB, tmp_path / "x", target_format="tar2")
-    with pytest.raises(OptionError, match="unknown format 'nope': one of recordio, webdataset, parquet, tfrecord, "
+    with pytest.raises(ParameterError, match="unknown format 'nope': one of recordio, webdataset, parquet, tfrecord, "
                                           "arrayrecord, tar2, folder"):
         mxrec.convert(SUB, tmp_path / "x", target_format="nope")
 

@@ -1,6 +1,7 @@
 """Shared helpers for mxrec's tests, importable as ``testkit`` (pyproject puts ``tests/`` on the path).
 
-* :mod:`testkit.cli`: run the ``mxrec`` command line in a fresh interpreter, as a user would.
+* :mod:`testkit.cli`: run the ``mxrec`` command line in this interpreter, or in a fresh one as a user would.
+* :mod:`testkit.waiting`: :func:`~testkit.waiting.wait_for` a condition, bounded (no fixed sleeps).
 * :mod:`testkit.datasets`: small generated image datasets, clean and with a fault of every kind.
 * :mod:`testkit.iterdata`: record files for the iterator tests, rebuilt from the golden photos.
 * :mod:`testkit.servers`: real servers on 127.0.0.1 (S3 API via moto, HTTP with ``Range``, WebHDFS), each

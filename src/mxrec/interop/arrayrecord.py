@@ -47,7 +47,7 @@ def _reader(path: str) -> Any:
         reason = "the reader cannot open it"
     except (RuntimeError, ValueError, OSError) as exc:
         reason = str(exc)
-    raise RecordFormatError(path, 0, f"not an ArrayRecord file, or damaged ({reason})")
+    raise RecordFormatError(path, f"not an ArrayRecord file, or damaged ({reason})", offset=0)
 
 
 def count_records(path: str, where: str) -> int:
@@ -69,8 +69,8 @@ def read_records(path: str, where: str) -> Iterator[Record]:
             try:
                 block = reader.read(start, min(total, start + _BLOCK))
             except (RuntimeError, ValueError) as exc:
-                raise RecordFormatError(where, 0, f"not an ArrayRecord file, or damaged (reading records from "
-                                                  f"{start}: {exc})") from None
+                raise RecordFormatError(where, f"not an ArrayRecord file, or damaged (reading records from {start}: "
+                                               f"{exc})", offset=0) from None
             for number, data in enumerate(block, start):
                 yield example_record(example_type, data, f"{where} (record {number})", 0)
     finally:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mxrec.errors import OptionError
+from mxrec.errors import ParameterError
 from mxrec.interop.record import Payload, Record
 from mxrec.storage.files import open_input
 from mxrec.storage.filesystem import StorageOptions, is_url
@@ -161,11 +161,11 @@ def register_format(name: str, module: str, *, clobber: bool = False) -> None:
 
     Raises
     ------
-    OptionError
+    ParameterError
         ``name`` is taken (and not ``clobber``), or is one of convert's own (``recordio``, ``folder``).
     """
     if name in (RECORDIO, FOLDER) or (name in known_formats and not clobber):
-        raise OptionError(f"format {name!r} is already known (pass clobber=True to replace it)")
+        raise ParameterError(f"format {name!r} is already known (pass clobber=True to replace it)")
     known_formats[name] = module
 
 
@@ -184,14 +184,14 @@ def get_format(name: str) -> Format:
 
     Raises
     ------
-    OptionError
+    ParameterError
         No such format (the message lists the known ones).
     """
     if name not in known_formats:
-        raise OptionError(f"unknown format {name!r}: one of {', '.join(format_names())}")
+        raise ParameterError(f"unknown format {name!r}: one of {', '.join(format_names())}")
     declared = importlib.import_module(known_formats[name]).FORMAT
     if declared.name != name:
-        raise OptionError(f"{known_formats[name]} declares format {declared.name!r}, registered as {name!r}")
+        raise ParameterError(f"{known_formats[name]} declares format {declared.name!r}, registered as {name!r}")
     return declared
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mxrec.datasets.mixture import Mixture
-from mxrec.errors import MxrecError, OptionError
+from mxrec.errors import MxrecError, ParameterError
 from mxrec.format.checksums import checksums_path, format_sidecar
 from mxrec.format.idx import index_path_for
 from mxrec.format.manifest import Manifest, ShardEntry, marker_text
@@ -191,7 +191,7 @@ def _output(source: Any, target: str, target_format: str, shard_size: Any,
     shards named after it); or a folder (shards named after the source)."""
     if target_format == RECORDIO:
         if not target.endswith(".rec"):
-            raise OptionError(f"{target}: a RecordIO output is a .rec file (its shards are named after it)")
+            raise ParameterError(f"{target}: a RecordIO output is a .rec file (its shards are named after it)")
         return OutputSet(format=RECORDIO, path=target, stem=dataset_stem(target), storage_options=storage_options)
     suffixes = get_format(target_format).suffixes
     name = basename(target)
@@ -452,7 +452,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike] | Records, t
 
     Raises
     ------
-    OptionError
+    ParameterError
         A bad format, engine, ``insightface`` or output name.
     MissingExtraError
         The format's library is not installed (the error names the extra).
@@ -460,22 +460,22 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike] | Records, t
     if not isinstance(source, Records):
         source_format = source_format or infer_format(source, storage_options)
     elif source_format not in (None, RECORDIO):
-        raise OptionError(f"{source.path}: an opened dataset is RecordIO, not {source_format!r}")
+        raise ParameterError(f"{source.path}: an opened dataset is RecordIO, not {source_format!r}")
     source_format = source_format or RECORDIO
     target = os.fspath(target)
     target_format = target_format or infer_format(target, storage_options, output=True)
     for fmt in (source_format, target_format):
         if fmt not in format_names():
-            raise OptionError(f"unknown format {fmt!r}: one of {', '.join(format_names())}")
+            raise ParameterError(f"unknown format {fmt!r}: one of {', '.join(format_names())}")
     if insightface not in INSIGHTFACE_MODES:
-        raise OptionError(f"insightface must be one of {INSIGHTFACE_MODES}, not {insightface!r}")
+        raise ParameterError(f"insightface must be one of {INSIGHTFACE_MODES}, not {insightface!r}")
     if engine not in ENGINES:
-        raise OptionError(f"engine must be 'local' or 'ray', not {engine!r}")
+        raise ParameterError(f"engine must be 'local' or 'ray', not {engine!r}")
     if FOLDER in (source_format, target_format):
         return _convert_folder(source, target, source_format, target_format, class_names, transform, workers,
                                progress)
     if insightface == "faces" and source_format != RECORDIO:
-        raise OptionError("insightface='faces' applies to a .rec source")
+        raise ParameterError("insightface='faces' applies to a .rec source")
     job = plan(source, target, source_format=source_format, target_format=target_format, shard_size=shard_size,
                workers=workers, engine=engine, address=address, faces=insightface == "faces",
                class_names=class_names, transform=transform, storage_options=storage_options)
@@ -525,5 +525,5 @@ def _convert_folder(source: Any, target: str, source_format: str, target_format:
         for position, key, reason in extracted.skipped:
             report.note(str(key), f"record {position}: {reason}")
         return ConvertResult(source_format, target_format, [extracted.lst_path], None, report)
-    raise OptionError(f"an image folder converts to and from RecordIO only (not {source_format} -> {target_format}): "
-                      "go through a .rec")
+    raise ParameterError(f"an image folder converts to and from RecordIO only (not {source_format} -> "
+                         f"{target_format}): go through a .rec")

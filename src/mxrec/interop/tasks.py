@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mxrec.datasets.opening import open_dataset
-from mxrec.errors import MxrecError, OptionError
+from mxrec.errors import MxrecError, ParameterError
 from mxrec.format.checksums import BlockChecksums
 from mxrec.format.framing import encoded_size
 from mxrec.interop.formats import RECORDIO, get_format
@@ -88,7 +88,7 @@ class TaskResult:
 
 
 def face_positions(spec: Any, storage_options: StorageOptions) -> np.ndarray:
-    """The reader positions of an InsightFace set's faces, in key order; :class:`OptionError` for a plain set."""
+    """The reader positions of an InsightFace set's faces, in key order; :class:`ParameterError` for a plain set."""
     from mxrec.datasets.face_set import read_face_set
 
     opened = isinstance(spec, Records)
@@ -99,7 +99,7 @@ def face_positions(spec: Any, storage_options: StorageOptions) -> np.ndarray:
         if not opened:
             reader.close()
     if faces is None:
-        raise OptionError(f"{spec}: insightface='faces' asks for the faces of an InsightFace set, but this "
+        raise ParameterError(f"{spec}: insightface='faces' asks for the faces of an InsightFace set, but this "
                           "dataset has no InsightFace header record")
     return faces.positions
 

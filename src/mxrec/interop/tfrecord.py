@@ -269,16 +269,18 @@ def iter_frames(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[
         if len(head) < 12:
             if not head:
                 return
-            raise TruncatedRecordError(where, offset, f"the file ends inside a TFRecord length ({len(head)} bytes)")
+            raise TruncatedRecordError(where, f"the file ends inside a TFRecord length ({len(head)} bytes)",
+                                       offset=offset)
         length, stored = unpack_head(head)
         if _mask(crc(head[:8], 0, _KEEP_GIL)) != stored:
-            raise RecordFormatError(where, offset, "bad TFRecord length checksum (not a TFRecord file, or damaged)")
+            raise RecordFormatError(where, "bad TFRecord length checksum (not a TFRecord file, or damaged)",
+                                    offset=offset)
         body = read(length + 4)
         if len(body) < length + 4:
-            raise TruncatedRecordError(where, offset, f"the file ends inside a {length}-byte TFRecord record")
+            raise TruncatedRecordError(where, f"the file ends inside a {length}-byte TFRecord record", offset=offset)
         data = body[:length]
         if _mask(crc(data, 0, _KEEP_GIL)) != unpack_crc(body, length)[0]:
-            raise RecordFormatError(where, offset, "bad TFRecord data checksum (damaged record)")
+            raise RecordFormatError(where, "bad TFRecord data checksum (damaged record)", offset=offset)
         yield offset, data
         offset += 16 + length
 
@@ -296,7 +298,8 @@ def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
         if not head:
             return count
         if len(head) < 12 or masked_crc(crc32c, head[:8]) != _CRC.unpack_from(head, 8)[0]:
-            raise RecordFormatError(where, offset, "bad TFRecord length or checksum (not a TFRecord file, or damaged)")
+            raise RecordFormatError(where, "bad TFRecord length or checksum (not a TFRecord file, or damaged)",
+                                    offset=offset)
         offset += 16 + _LENGTH.unpack_from(head)[0]
         count += 1
 
@@ -382,7 +385,7 @@ def example_record(example_type: Any, data: bytes | memoryview, where: str, offs
     try:
         feature = example_type.FromString(data if split is None else split[1]).features.feature
     except DecodeError as exc:
-        raise RecordFormatError(where, offset, f"the record is not a tf.train.Example ({exc})") from None
+        raise RecordFormatError(where, f"the record is not a tf.train.Example ({exc})", offset=offset) from None
     # a second image/encoded entry (protobuf keeps the last of a key) is in what protobuf read
     image = _first(feature, "image/encoded", "bytes_list") if split is None or "image/encoded" in feature \
         else split[0]

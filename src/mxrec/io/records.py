@@ -40,18 +40,23 @@ import numpy as np
 
 from mxrec.errors import HeaderError, RecordFormatError, RecordKeyError, RecordPositionError
 from mxrec.format.header import IRHEADER_SIZE, IRHeader, unpack, unpack_header
-from mxrec.io.order import DEFAULT_SHUFFLE_WINDOW, EpochOrder, ReadPlan, ShuffledOrder
+from mxrec.io.order import DEFAULT_SHUFFLE_WINDOW, EpochOrder, ReadPlan, ShuffledOrder, window_of
 from mxrec.storage.settings import Storage
 
-#: Remote data is block-shuffled by default, in blocks of about this many bytes.
-REMOTE_BLOCK_BYTES = 4 << 20
+#: Remote data is block-shuffled by default, in blocks of about this many bytes (one ranged request each) ...
+REMOTE_BLOCK_BYTES = 256 << 10
+#: ... and of at least this many records (an epoch makes at most records / this many requests).
+MIN_BLOCK_RECORDS = 10
 _BATCH = 4096  # records per read_batch when the default __iter__ walks a dataset
 
 
 def blocks_of(num_records: int, nbytes: int, block_bytes: int = REMOTE_BLOCK_BYTES) -> int:
-    """Records per shuffle block of about ``block_bytes`` bytes, for ``num_records`` records in ``nbytes`` bytes:
-    the one block rule (a reader's default, MXNet's ``shuffle_chunk_size``)."""
-    return max(1, round(block_bytes * num_records / max(nbytes, 1))) if num_records else 0
+    """Records per shuffle block of about ``block_bytes`` bytes (at least :data:`MIN_BLOCK_RECORDS`), for
+    ``num_records`` records in ``nbytes`` bytes: the one block rule (a reader's default, MXNet's
+    ``shuffle_chunk_size``)."""
+    if not num_records:
+        return 0
+    return min(num_records, max(MIN_BLOCK_RECORDS, round(block_bytes * num_records / max(nbytes, 1))))
 
 
 def gather(starts: np.ndarray, positions: Sequence[int] | np.ndarray,
@@ -208,7 +213,8 @@ class Records(ABC):
             Records per block of a block shuffle (``0``: a global shuffle); default: MXNet's
             ``chunk_megabytes`` (``shuffle_chunk_size``) when given, else :meth:`default_shuffle_block`.
         shuffle_window
-            Blocks mixed at a time.
+            Blocks mixed at a time; ``0``: as many as hold about :data:`~mxrec.io.order.WINDOW_BYTES` of this
+            dataset's records (:func:`~mxrec.io.order.window_of`).
         chunk_megabytes
             MXNet's ``shuffle_chunk_size``: blocks of about this many MB.
 
@@ -220,6 +226,8 @@ class Records(ABC):
         if shuffle_block is None:
             shuffle_block = (blocks_of(len(self), self.nbytes, round(chunk_megabytes * (1 << 20)))
                              if chunk_megabytes > 0 else self.default_shuffle_block())
+        if shuffle_window == 0:
+            shuffle_window = window_of(shuffle_block, self.nbytes / max(len(self), 1))
         return ShuffledOrder(len(self), shuffle, seed, shuffle_block, shuffle_window)
 
     def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:

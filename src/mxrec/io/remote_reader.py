@@ -17,7 +17,8 @@ of the file for the last), so a record is fetched with exactly its bytes.
   reads, and warns (:class:`NoIndexWarning`) that it did.
 
 Every fetched record is checked (its length by the fetch, its framing when
-decoded); bytes that fail the framing check are fetched once more, bypassing
+decoded, and that it fills exactly its extent: the bytes up to the next
+record); bytes that fail the framing check are fetched once more, bypassing
 the cache (a misbehaving server can answer with an error page as data), and
 then raise :class:`~mxrec.errors.RecordFormatError` naming the URL, the byte
 offset and the record's key. With block checksums (the sidecar ``NAME.checksums``,
@@ -57,11 +58,12 @@ from mxrec.io.index import check_offset_range
 from mxrec.io.keys import KeyStore
 from mxrec.io.order import ReadPlan
 from mxrec.io.records import IOStats, Records, blocks_of
-from mxrec.io.shuffle_window import ShuffleWindow
+from mxrec.io.shuffle_window import Pieces, ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions, is_url, storage_of
 from mxrec.storage.remote_file import RemoteFile
+from mxrec.storage.settings import Storage
 
 SCAN_CHUNK = 16 << 20  # bytes per read when scanning or iterating
 
@@ -91,9 +93,29 @@ def warn_global_shuffle(path: str, num_records: int) -> None:
                   GlobalShuffleWarning, stacklevel=3)
 
 
+def window_for(plan: ReadPlan, storage: Storage) -> ShuffleWindow:
+    """The window a block-shuffled ``plan`` is read through: ahead along its order, when it has one, within the
+    request policy's ``memory`` and ``in_flight``."""
+    if plan.order is None:
+        return ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
+    return ShuffleWindow.planned(plan.shuffle_block, plan.shuffle_window, plan.lookahead, plan.order,
+                                 storage.policy.memory, storage.policy.in_flight)
+
+
 def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:
     """The same framing error, its offset made absolute (``base`` + the offset in the fetched bytes)."""
-    return type(exc)(path, base + exc.offset, exc.reason + note)
+    return type(exc)(path, exc.reason + note, offset=base + exc.offset)
+
+
+def _whole_record(data: bytes) -> bytes:
+    """The payload of the record that must fill ``data`` (the bytes of its extent, up to the next record) exactly:
+    one that ends short of it is bytes of another place of the file (a server that served the right length from
+    the wrong offset), never taken for this record. Offsets in the error are relative to ``data``."""
+    payload, after = framing.decode_record(data, 0)
+    if after != len(data):
+        raise RecordFormatError(None, f"the record ends here, {len(data) - after} bytes short of its extent "
+                                      "(the next record's offset): these are not its bytes", offset=after)
+    return payload
 
 
 class RemoteRecordReader(Records):
@@ -228,7 +250,7 @@ class RemoteRecordReader(Records):
         try:
             return self._key_store.position(key)
         except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key) from None
+            raise RecordKeyError(self.index_path or self.path, key=key) from None
 
     def __getitem__(self, position: int) -> bytes:
         return self.read_batch([position])[0]
@@ -252,7 +274,7 @@ class RemoteRecordReader(Records):
         out = []
         for position, (start, end), data in zip(at.tolist(), ranges, datas, strict=True):
             try:
-                out.append(framing.decode_record(data, 0)[0])
+                out.append(_whole_record(data))
             except RecordFormatError:
                 out.append(self._refetch(position, start, end))
         return out
@@ -272,14 +294,16 @@ class RemoteRecordReader(Records):
 
     def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
         """Keep the shuffle blocks being read in memory (:class:`~mxrec.io.shuffle_window.ShuffleWindow`), reading
-        them through the disk cache when there is one; a global shuffle costs a request per record: warn."""
+        them through the disk cache when there is one, and ahead along the plan's order when it has one, within
+        the request policy's ``memory`` and ``in_flight``; a global shuffle costs a request per record: warn."""
         if (plan, origin) == self._followed:  # (the plan each batch of a DataLoader carries: given once)
             return
         self._followed = (plan, origin)
         if plan.scattered:
             warn_global_shuffle(self.path, len(self))
         if plan.shuffle_block > 0 and len(self):
-            self.share_window(ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead), origin)
+            self.share_window(window_for(plan, self.storage), origin)
+            self._window.locate_with(self.pieces)
         else:
             self._window = None
 
@@ -293,17 +317,29 @@ class RemoteRecordReader(Records):
         if number not in self._extents:
             k = self._window.shuffle_block
             lo, hi = max(0, number * k - self._origin), min(len(self), (number + 1) * k - self._origin)
+            if hi <= lo:
+                self._extents[number] = None
+                return None
             start, end = int(self.offsets[lo:hi].min()), int(self.ends[lo:hi].max())
             needed = int((self.ends[lo:hi] - self.offsets[lo:hi]).sum())
             self._extents[number] = (start, end) if end - start <= 2 * needed + (64 << 10) else None
         return self._extents[number]
+
+    def pieces(self, number: int) -> Pieces:
+        """Where shuffle block ``number`` lies in this file, for the window's read-ahead (nothing when its records
+        are not together here)."""
+        extent = self._extent(number) if self._window is not None else None
+        if extent is None:
+            return []
+        return [(self.path, extent[1] - extent[0], lambda: self._read([extent])[0])]
 
     def _windowed(self, at: np.ndarray, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges`` (records ``at``) cut from their shuffle blocks, fetched once through the window."""
         window = self._window
         numbers = ((at + self._origin) // window.shuffle_block).tolist()
         together = sorted({n for n in numbers if self._extent(n) is not None})
-        blocks = window.blocks(self.path, together, lambda missing: self._read([self._extent(n) for n in missing]))
+        blocks = window.blocks(self.path, together, lambda missing: self._read([self._extent(n) for n in missing]),
+                               positions=at + self._origin)
         out: list[bytes | None] = [None] * len(ranges)
         apart = []
         for slot, (n, (start, end)) in enumerate(zip(numbers, ranges, strict=True)):
@@ -350,7 +386,7 @@ class RemoteRecordReader(Records):
         """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""
         data = self._read([(start, end)], fresh=True)[0]
         try:
-            return framing.decode_record(data, 0)[0]
+            return _whole_record(data)
         except RecordFormatError as exc:
             error = _shifted(exc, start, self.path, f" (record {self.keys[position]!r})")
             if self.index_path is not None and not framing.is_record_start(data, 0):

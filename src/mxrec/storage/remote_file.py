@@ -20,7 +20,8 @@ A :class:`RemoteFile` pickles to its URL, storage settings, size and version onl
 file system (connections, event loop) is made again, lazily, in each process,
 and looked up again after a ``fork`` (the process id is checked on every use),
 so a file read in a parent goes on working in its forked children. Threads of
-one process that need the same cache block at once share one download.
+one process that need the same cache block at once share one download, and so
+do processes (``DataLoader`` workers): :meth:`~mxrec.storage.block_cache.BlockCache.claim`.
 :attr:`RemoteFile.requests` counts the requests this object made (each attempt one), :attr:`RemoteFile.bytes_fetched`
 the bytes they brought.
 """
@@ -137,10 +138,11 @@ class RemoteFile:
                 raise RemoteError(self.url, f"bytes {start}..{end} lie outside the file ({size} bytes)")
         return remote.read_ranges(self.url, ranges, self.storage, size=size, counter=self.counter)
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, fresh: bool = False) -> list[bytes]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, fresh: bool = False) -> list[bytes | memoryview]:
         """The bytes of each ``(start, end)``, in the order given, with as few requests as the layout allows.
 
-        ``fresh`` bypasses the cache (to fetch again bytes that failed a check).
+        ``fresh`` bypasses the cache (to fetch again bytes that failed a check). A range read from one cached
+        block is a view of its mapping (no copy).
         """
         if self.cache is not None and not fresh:
             return self._read_cached(ranges)
@@ -158,7 +160,8 @@ class RemoteFile:
             self.cache.drop(file_id, number)
 
     def read(self, start: int, end: int) -> bytes:
-        return self.read_ranges([(start, end)])[0]
+        """Bytes ``[start, end)`` (a copy)."""
+        return bytes(self.read_ranges([(start, end)])[0])
 
     def read_all(self) -> bytes:
         """The whole file in one request (for small files: an ``.idx``, a manifest), checked against its size (the
@@ -183,7 +186,7 @@ class RemoteFile:
 
     # -- through the block cache -------------------------------------------------
 
-    def _read_cached(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def _read_cached(self, ranges: Sequence[tuple[int, int]]) -> list[bytes | memoryview]:
         """Through the cache: cached blocks cost nothing, a block another thread is fetching is waited for (never
         fetched twice at once), the missing rest is fetched in runs of consecutive blocks."""
         cache = self.cache
@@ -191,7 +194,7 @@ class RemoteFile:
         file_id = cache.file_id(self.url, size, self.version)
         bs = cache.block_size
         wanted = sorted({n for start, end in ranges if end > start for n in range(start // bs, (end - 1) // bs + 1)})
-        blocks: dict[int, bytes] = {}
+        blocks: dict[int, bytes | memoryview] = {}
         missing = []
         for n in wanted:
             data = cache.get(file_id, n, cache.block_length(size, n))
@@ -214,7 +217,20 @@ class RemoteFile:
                     inflight[n] = Future()
                     mine.append(n)
         try:
-            self._fetch_blocks(mine, file_id, blocks)
+            claimed = [n for n in mine if cache.claim(file_id, n)]  # the others: another process downloads them
+            try:
+                self._fetch_blocks(claimed, file_id, blocks)
+            finally:
+                for n in claimed:
+                    cache.release(file_id, n)
+            for n in mine:
+                if n not in blocks:
+                    cache.wait(file_id, n)
+                    data = cache.get(file_id, n, cache.block_length(size, n))
+                    if data is not None:
+                        blocks[n] = data
+                    else:  # its download failed there, or it was evicted already: fetch it here
+                        self._fetch_blocks([n], file_id, blocks)
         finally:
             with lock:
                 for n in mine:
@@ -225,13 +241,13 @@ class RemoteFile:
                         future.set_exception(RemoteError(self.url, f"block {n}: fetch failed in another thread"))
         for n, future in theirs.items():
             blocks[n] = future.result()
-        out = []
+        out: list[bytes | memoryview] = []
         for start, end in ranges:
             parts = [blocks[n][max(start - n * bs, 0):end - n * bs] for n in range(start // bs, (end - 1) // bs + 1)]
-            out.append(b"".join(parts) if end > start else b"")
+            out.append(b"" if end <= start else parts[0] if len(parts) == 1 else b"".join(parts))
         return out
 
-    def _fetch_blocks(self, numbers: list[int], file_id: str, blocks: dict[int, bytes]) -> None:
+    def _fetch_blocks(self, numbers: list[int], file_id: str, blocks: dict[int, bytes | memoryview]) -> None:
         """Fetch blocks ``numbers`` (sorted) in runs of consecutive blocks, into ``blocks`` and the cache."""
         cache, size = self.cache, self.size
         bs = cache.block_size
@@ -243,8 +259,9 @@ class RemoteFile:
                 runs.append([n])
         datas = self.fetch([(run[0] * bs, min(size, (run[-1] + 1) * bs)) for run in runs])
         for run, data in zip(runs, datas, strict=True):
+            view = memoryview(data)
             for k, n in enumerate(run):
-                block = data[k * bs:(k + 1) * bs]
+                block = view[k * bs:(k + 1) * bs]
                 cache.put(file_id, n, block)
                 blocks[n] = block
 

@@ -16,7 +16,12 @@ folder. It pickles (into ``DataLoader`` workers and Ray tasks) as plain values.
 * ``deadline``: seconds after the first attempt of an operation past which no new attempt starts (a transfer under
   way is bounded by the time-outs, not by the deadline, so that a large upload is never cut for being large).
 * ``max_gap`` / ``max_request``: ranged reads closer than ``max_gap`` bytes are merged into one request of at most
-  ``max_request`` bytes; ``in_flight``: ranged requests one reader has open at once.
+  ``max_request`` bytes; ``in_flight``: ranged requests one reader has open at once (a batch's reads, and the
+  blocks a block-shuffled epoch reads ahead).
+* ``memory``: the bytes of blocks a reader of a block-shuffled epoch holds in memory at once, those in use and
+  those read ahead (``memory=512MiB``; per process: each ``DataLoader`` worker has its own). Read-ahead stops at
+  it; the blocks in use are never dropped for it, so it should exceed the shuffle window (about
+  :data:`~mxrec.io.order.WINDOW_BYTES` by default).
 
 The policy is read from the environment when none is given (:func:`RequestPolicy.from_env`,
 ``MXREC_REQUESTS="attempts=4,read_timeout=20"``), and the command line's ``--requests`` takes the same text.
@@ -103,6 +108,8 @@ class RequestPolicy:
         Ranged reads closer than ``max_gap`` bytes are merged, up to ``max_request`` bytes a request.
     in_flight
         Ranged requests a reader has open at once.
+    memory
+        Bytes of blocks a block-shuffled reader holds in memory at once (in use and read ahead).
 
     Raises
     ------
@@ -118,7 +125,8 @@ class RequestPolicy:
     deadline: float = 300.0
     max_gap: int = 256 << 10
     max_request: int = 64 << 20
-    in_flight: int = 16
+    in_flight: int = 32
+    memory: int = 256 << 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.attempts, int) or self.attempts < 1:
@@ -130,6 +138,8 @@ class RequestPolicy:
         if self.max_gap < 0 or self.max_request < 1:
             raise OptionError(f"request policy: need max_gap >= 0 and max_request >= 1, got {self.max_gap} and "
                               f"{self.max_request}")
+        if not isinstance(self.memory, int) or self.memory < 0:
+            raise OptionError(f"request policy: memory must be a size in bytes, 0 or more, not {self.memory!r}")
 
     @classmethod
     def parse(cls, text: str, base: RequestPolicy | None = None) -> RequestPolicy:
@@ -139,7 +149,7 @@ class RequestPolicy:
         ----------
         text
             Comma-separated ``name=value`` pairs naming fields of :class:`RequestPolicy`; sizes may carry a unit
-            (``max_request=32MiB``), times an ``s``.
+            (``max_request=32MiB``, ``memory=1GiB``), times an ``s``.
         base
             The policy the unnamed fields come from (default: the defaults).
 
@@ -166,7 +176,7 @@ class RequestPolicy:
                 if not value.strip().isdigit():
                     raise OptionError(f"request policy: {name} must be a whole number, not {value!r}")
                 changes[name] = int(value)
-            elif name in ("max_gap", "max_request"):
+            elif name in ("max_gap", "max_request", "memory"):
                 changes[name] = parse_bytes(value)
             else:
                 changes[name] = _seconds(name, value, zero=name in ("backoff", "max_backoff"))
@@ -279,9 +289,10 @@ class Storage:
         return dataclasses.replace(storage, **changes) if changes else storage
 
     def options_key(self) -> tuple:
-        """What tells one set of fsspec options (with the policy's time-outs) from another, as a dictionary key."""
+        """What tells one set of fsspec options (with the policy's time-outs and connections) from another, as a
+        dictionary key."""
         return (tuple(sorted((k, repr(v)) for k, v in self.options.items())),
-                self.policy.connect_timeout, self.policy.read_timeout)
+                self.policy.connect_timeout, self.policy.read_timeout, self.policy.in_flight)
 
     def cache_folder(self) -> str | None:
         """The cache folder: :attr:`cache_dir`, else ``$MXREC_CACHE_DIR``, else ``None`` (no cache)."""

@@ -1,0 +1,189 @@
+"""Remote data at local speed, and local shuffle quality (issue 26 §1, §2): ``ImageRecordIter`` and the torch batch
+path over a loopback S3 server behind an added latency and a bandwidth cap, against the same file read locally.
+
+One run builds a class-sorted photo set (JPEGs, 256 px, consecutive runs of 25 records per label), puts it on the
+tests' S3 server (moto on 127.0.0.1) behind the tests' fault proxy (:class:`testkit.proxy.S3Proxy`: ``latency``
+seconds before every answer, one shared link of ``--bandwidth`` bytes/s), and times one epoch of each row, in
+the same run (the server and the proxy share the machine's cores with the reader: compare like with like):
+
+* ``local file``: ``ImageRecordIter`` over the local ``.rec`` (memory-mapped, globally shuffled);
+* ``S3, N ms``: the first epoch over S3 with the default block shuffle, at 0, 50 and 150 ms per request;
+* ``S3 + cache, 2nd epoch``: the epoch after one that filled a local block cache (no request);
+* ``torch, 2 workers``: ``ImageRecordDataset(preprocess=...)`` + ``DistributedBatchSampler`` +
+  ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms (each worker reads ahead on its own:
+  without a shared disk cache each downloads the blocks it reads).
+
+Columns: images/s, the ratio to the anchor of the row's bar (the 0-ms first epoch, or the local file), GETs of the
+``.rec`` per epoch and per record, bytes fetched over the file's size, and the most bytes the reader held at once
+over the memory budget (``RequestPolicy.memory``). A second table gives the shuffle quality of the orders
+(:func:`mxrec.io.order.mixing`: distinct labels per batch of 64 against a global shuffle's), with the requests and
+bytes an epoch of each costs. Bars (issue 26): first epoch at 50 and 150 ms >= 0.9x the 0-ms one, bytes <= 1.05x,
+memory within the budget; cached epoch >= 0.95x the local file; mixing >= 0.9x global with <= records/8 requests.
+
+    python benchmarks/bench_remote_speed.py [--images 2000] [--bandwidth 200e6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from mxrec import ImageRecordIter, RecordWriter
+from mxrec.format.header import IRHeader, pack
+from mxrec.io.order import epoch_order, mixing, window_of
+from mxrec.io.records import blocks_of
+from mxrec.storage.settings import RequestPolicy
+from testkit.proxy import S3Proxy
+from testkit.servers import S3Server
+
+RUN = 25  # records per label, consecutive
+BATCH = 64
+SHAPE = (3, 224, 224)
+
+
+def build(path: Path, count: int) -> np.ndarray:
+    """A class-sorted set of ``count`` 256-px JPEGs (smooth random scenes); returns the labels."""
+    import cv2
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(count) // RUN
+    with RecordWriter(path, index=True) as writer:
+        for i in range(count):
+            small = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+            image = cv2.resize(small, (256, 256), interpolation=cv2.INTER_CUBIC)
+            image = cv2.add(image, rng.integers(0, 24, image.shape, dtype=np.uint8))
+            jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes()
+            writer.write(pack(IRHeader(0, float(labels[i]), i, 0), jpeg), key=i)
+    return labels
+
+
+def iterate(path: str, options: dict | None, cache: str | None = None, epochs: int = 1) -> tuple[list[float], object]:
+    """Seconds of each epoch of ``ImageRecordIter`` over ``path``, and its reader."""
+    it = ImageRecordIter(path_imgrec=path, data_shape=SHAPE, batch_size=BATCH, shuffle=True, rand_crop=True,
+                         preprocess_threads=2, storage_options=options, cache_dir=cache, seed=1)
+    times = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        for _ in it:
+            pass
+        times.append(time.perf_counter() - start)
+        it.reset()
+    return times, it.reader
+
+
+def torch_epoch(path: str, options: dict) -> float:
+    """Seconds of one epoch through the torch batch path with 2 workers."""
+    from torch.utils.data import DataLoader
+
+    from mxrec.torch import DistributedBatchSampler, ImageRecordDataset, batch_collate
+
+    dataset = ImageRecordDataset(path, storage_options=options, preprocess=dict(data_shape=SHAPE, rand_crop=True))
+    sampler = DistributedBatchSampler(dataset, BATCH, shuffle=True, seed=1, rank=0, world_size=1)
+    loader = DataLoader(dataset, batch_sampler=sampler, num_workers=2, collate_fn=batch_collate,
+                        multiprocessing_context="fork")
+    start = time.perf_counter()
+    for _ in loader:
+        pass
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=2000, help="records (default %(default)s)")
+    parser.add_argument("--bandwidth", type=float, default=200e6, help="bytes/s of the proxy's link")
+    parser.add_argument("--no-torch", action="store_true", help="leave out the torch rows")
+    args = parser.parse_args(argv)
+    budget = RequestPolicy().memory
+    rows: list[tuple] = []
+    with tempfile.TemporaryDirectory(prefix="mxrec-bench-") as folder, S3Server() as server:
+        local = Path(folder) / "sorted.rec"
+        labels = build(local, args.images)
+        size = local.stat().st_size
+        bucket = server.create_bucket()
+        server.put_object(bucket, "sorted.rec", local.read_bytes())
+        server.put_object(bucket, "sorted.idx", local.with_suffix(".idx").read_bytes())
+        url = f"s3://{bucket}/sorted.rec"
+        local_seconds = iterate(str(local), None)[0][0]
+        rows.append(("local file (mmap, global shuffle)", local_seconds, None, None, None, "-"))
+        with S3Proxy(server, bandwidth=int(args.bandwidth)) as proxy:
+            options = proxy.storage_options()
+
+            def measured(name: str, work, anchor: str) -> float:
+                mark = proxy.log.mark()
+                seconds, peak = work()
+                got = proxy.log.since(mark, method="GET", key="sorted.rec")
+                rows.append((name, seconds, len(got), sum(r.sent for r in got) / size, peak, anchor))
+                return seconds
+
+            def first_epoch():
+                (seconds,), reader = iterate(url, options)
+                window = getattr(reader, "_window", None)
+                return seconds, window.stats["peak_bytes"] / budget if window is not None else None
+
+            for latency in (0.0, 0.05, 0.15):
+                proxy.latency = latency
+                measured(f"S3, {latency * 1000:.0f} ms, first epoch", first_epoch, "S3, 0 ms")
+            proxy.latency = 0.05
+            with tempfile.TemporaryDirectory(prefix="mxrec-cache-") as cache:
+                times, _ = iterate(url, options, cache=cache, epochs=2)
+                rows.append(("S3 + cache, 50 ms, 1st epoch", times[0], None, None, None, "S3, 0 ms"))
+                mark = proxy.log.mark()
+                rows.append(("S3 + cache, 2nd epoch", times[1], len(proxy.log.since(mark, key="sorted.rec")),
+                             None, None, "local"))
+            if not args.no_torch:
+                for latency in (0.0, 0.15):
+                    proxy.latency = latency
+                    measured(f"torch, 2 workers, {latency * 1000:.0f} ms", lambda: (torch_epoch(url, options), None),
+                             "torch, 0 ms")
+        server.delete_bucket(bucket)
+
+    rates = {row[0]: args.images / row[1] for row in rows}
+    anchors = {"S3, 0 ms": rates["S3, 0 ms, first epoch"], "local": rates["local file (mmap, global shuffle)"],
+               "torch, 0 ms": rates.get("torch, 2 workers, 0 ms", float("nan"))}
+    print(f"{args.images} class-sorted 256-px JPEGs ({size / 1e6:.1f} MB), batches of {BATCH} at {SHAPE}, 2 decode "
+          f"threads; loopback S3 (moto) behind a proxy capped at {args.bandwidth / 1e6:.0f} MB/s; memory budget "
+          f"{budget >> 20} MiB")
+    header = (f"{'row':36} {'img/s':>8} {'ratio':>7} {'vs':>12} {'GETs':>6} {'GETs/rec':>9} {'bytes/file':>10} "
+              f"{'peak/budget':>11}")
+    print(header)
+    print("-" * len(header))
+    for name, _, gets, fetched, peak, anchor in rows:
+        ratio = f"{rates[name] / anchors[anchor]:6.2f}x" if anchor in anchors else f"{'-':>7}"
+        print(f"{name:36} {rates[name]:8.0f} {ratio} {anchor:>12} "
+              f"{gets if gets is not None else '-':>6} "
+              f"{f'{gets / args.images:.3f}' if gets is not None else '-':>9} "
+              f"{f'{fetched:.3f}x' if fetched is not None else '-':>10} "
+              f"{f'{peak:.2f}' if peak is not None else '-':>11}")
+
+    record_bytes = size / args.images
+    orders = {"global shuffle": (0, 1)}
+    block = blocks_of(args.images, size)
+    orders[f"default: {block} records/block, {window_of(block, record_bytes)} open"] = (
+        block, window_of(block, record_bytes))
+    old = blocks_of(args.images, size, 4 << 20)
+    orders[f"before: 4 MiB blocks ({old} records), 8 a window"] = (old, 8)
+    print(f"\nshuffle quality on the same set ({len(set(labels.tolist()))} labels, runs of {RUN}): distinct labels "
+          f"per batch of {BATCH} against a global shuffle's (bar >= 0.9x, <= records/8 requests, bytes <= 1.1x)")
+    header = f"{'order':44} {'labels/batch':>12} {'ratio':>7} {'requests/record':>16} {'window MB':>10}"
+    print(header)
+    print("-" * len(header))
+    for name, (block, window) in orders.items():
+        figures = [mixing(labels, epoch_order(len(labels), shuffle=True, seed=s, epoch=0, shuffle_block=block,
+                                              shuffle_window=window), BATCH) for s in range(3)]
+        per_batch = np.mean([m.per_batch for m in figures])
+        requests = 1.0 if block == 0 else 1 / block
+        window_mb = "-" if block == 0 else f"{block * window * record_bytes / 1e6:.1f}"
+        print(f"{name:44} {per_batch:12.1f} {per_batch / figures[0].global_per_batch:6.2f}x {requests:16.3f} "
+              f"{window_mb:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
