@@ -236,3 +236,14 @@ def test_cli_help_and_docs_table_come_from_the_registry(capsys):
         assert declared.name in shown and f"mxrec[{declared.extra}]" in shown
     assert formats.formats_table() in (ROOT / "docs" / "convert.md").read_text()
     assert re.search(r"\| `arrayrecord` \| ArrayRecord", formats.formats_table())
+
+
+def test_a_remote_array_record_set_converts_back(tmp_path, http_server):
+    """The array_record reader opens local paths: a remote file is copied for it (storage.files.local_file)."""
+    pytest.importorskip("array_record")
+    out = mxrec.convert(SUB, tmp_path / "ar", target_format="arrayrecord", shard_size=30)
+    for path in [*out.files, out.manifest]:
+        http_server.put(Path(path).relative_to(tmp_path).as_posix(), Path(path).read_bytes())
+    mxrec.convert(http_server.url_for("ar/.mxrec/sub.convert.json"), tmp_path / "back.rec")
+    assert (tmp_path / "back.rec").read_bytes() == SUB.read_bytes()
+    assert (tmp_path / "back.idx").read_bytes() == SUB.with_suffix(".idx").read_bytes()

@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mxrec.errors import ParameterError
 from mxrec.interop.record import Payload, Record
-from mxrec.storage.files import open_input
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.files import local_file, open_input
+from mxrec.storage.filesystem import StorageOptions
 from mxrec.storage.memory_map import mapped, prefault
 
 PREFAULT = 8 << 20  # bytes of a mapped source file whose pages are mapped at once (see BufferStream)
@@ -140,7 +137,7 @@ class Format:
             with open_input(path, "rb", storage_options) as f:
                 yield f
         elif how == "path":
-            with local_copy(path, storage_options) as local:
+            with local_file(path, storage_options) as local:
                 yield local
         else:
             with open_mapped(path, storage_options) as stream:
@@ -256,20 +253,3 @@ def open_mapped(path: str, storage_options: StorageOptions = None) -> Iterator[B
     """A file of a foreign set, mapped (a remote one through a local copy), to read as views: no copy."""
     with mapped(path, storage_options) as buffer:
         yield BufferStream(buffer)
-
-
-@contextlib.contextmanager
-def local_copy(path: str, storage_options: StorageOptions = None) -> Iterator[str]:
-    """``path`` itself when local; a remote file copied to a local temporary file for the block."""
-    if not is_url(path):
-        yield path
-        return
-    folder = tempfile.mkdtemp(prefix="mxrec-copy-", dir=os.environ.get("MXREC_SPOOL_DIR") or None)
-    try:
-        local = os.path.join(folder, os.path.basename(path.rstrip("/")) or "file")
-        with open_input(path, "rb", storage_options) as src, open(local, "wb") as dst:
-            shutil.copyfileobj(src, dst, 8 << 20)
-        yield local
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-

@@ -482,8 +482,9 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike] | Records, t
     # One commit publishes the output. A local one: the tasks write into its hidden staging folder beside the
     # output. A URL: they write on their own disk and upload into the hidden staging folder beside it (a Ray task's
     # machine may not see this one's disk); the shards are moved to their names only when every one is there.
-    commit = Commit(job.out.manifest() if job.sharded else job.out.path, storage_options)
-    upload = commit.staging_folder() if is_url(job.out.path) else None
+    out = job.out
+    commit = Commit(out.manifest() if job.sharded else out.path, storage_options)
+    upload = commit.staging_folder() if is_url(out.path) else None
     try:
         tasks = job.tasks(commit.staging_folder() if upload is None else upload, upload)
         results = run(tasks, total=job.total, workers=workers, engine=engine, address=address, progress=progress)
@@ -491,9 +492,9 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike] | Records, t
         files, manifest = publish(job, results, commit, report)
     except BaseException as exc:
         commit.abort(exc)  # (nothing after a publish: it cleans up after itself)
-        if job.target_format != RECORDIO and not is_url(job.out.path):
-            with contextlib.suppress(OSError):  # the .mxrec/ the staging was made in, when nothing else is there
-                os.rmdir(join(job.out.path, META))
+        if target_format != RECORDIO:  # the .mxrec/ the staging was made in, when nothing else is there
+            with contextlib.suppress(OSError):  # (a URL's folders are no folders: nothing to remove there)
+                os.rmdir(join(out.path, META))
         raise
     if target_format == RECORDIO:
         write_class_names(target, job.class_names)
