@@ -24,7 +24,7 @@ def test_ray_tasks_write_the_local_shards(mray, tmp_path):
     for mine, theirs in zip(on_ray.files, local.files, strict=True):
         assert Path(mine).read_bytes() == Path(theirs).read_bytes()
     assert seen[-1] == (50, 50)
-    assert not list((tmp_path / "ray").glob(".*"))  # the staging folder is gone
+    assert not list((tmp_path / "ray" / ".mxrec").glob(".*"))  # the staging folder (in .mxrec/) is gone
     back = tmp_path / "back.rec"
     mxrec.convert(on_ray.manifest, back)
     assert back.read_bytes() == SUB.read_bytes()

@@ -146,10 +146,6 @@ class Plan:
     transform: ImageTransform | None = None
     storage_options: StorageOptions = None
 
-    @property
-    def parallel(self) -> bool:
-        return len(self.ranges) > 1
-
     def tasks(self, staging: str, upload: str | None) -> list[Task]:
         """The tasks, writing into ``staging`` (and uploading into ``upload``, a URL folder, when given)."""
         return [Task(number=n, source_format=self.source_format, spec=self.spec, start=start, stop=stop,
@@ -239,44 +235,65 @@ def _class_names(source_format: str, spec: Any, given: dict[int, str] | None, fo
     return None
 
 
+@dataclass(kw_only=True)
+class _Source:
+    """What :func:`plan` learns of the source: its spec, whether it has an ``.idx``, its records (and per file, for
+    a foreign set when known), its bytes when known, and the foreign set it resolved to."""
+
+    spec: Any
+    indexed: bool
+    total: int | None
+    counts: list[int] | None = None
+    nbytes: int | None = None
+    foreign: Any = None
+
+
+def _source(source: Any, source_format: str, faces: bool, parallel: bool,
+            storage_options: StorageOptions) -> _Source:
+    if source_format == RECORDIO:
+        spec: Any = source if isinstance(source, Records) else (
+            os.fspath(source) if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source])
+        indexed, total, nbytes = _rec_source(spec, faces, storage_options)
+        return _Source(spec=spec, indexed=indexed, total=total, nbytes=nbytes)
+    foreign = resolve_set(source, source_format, storage_options)
+    declared, manifest = get_format(source_format), foreign.manifest
+    counts = foreign.counts()
+    # a sample without a key of its own is keyed by its place in the set: tasks over files need the counts first
+    if counts is None and (declared.counts_from_footer or (parallel and len(foreign.files) > 1)):
+        counts = [declared.count(path, storage_options) for path in foreign.files]
+    return _Source(spec=foreign.files, indexed=manifest.indexed if manifest is not None else True,
+                   total=None if counts is None else sum(counts), counts=counts,
+                   nbytes=None if manifest is None else sum(int(s["bytes"]) for s in manifest.shards), foreign=foreign)
+
+
+def _cut(found: _Source, source_format: str, limit: ShardLimit | None,
+         pieces: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """The tasks' ranges (positions of a ``.rec`` source, on multiples of a record limit; files of a foreign one)
+    and the key each one's first sample without a key of its own takes."""
+    if source_format == RECORDIO:
+        multiple = limit.records if limit is not None and limit.records is not None else 1
+        ranges = _ranges(found.total or 0, pieces, multiple)
+        return ranges, [0] * len(ranges)
+    if pieces > 1 and found.counts:
+        bases = np.concatenate([[0], np.cumsum(found.counts)[:-1]]).astype(int).tolist()
+        return [(n, n + 1) for n in range(len(found.spec))], bases
+    return [(0, len(found.spec))], [0]
+
+
 def plan(source: Any, target: str, *, source_format: str, target_format: str, shard_size: Any, workers: int,
          engine: str, address: str | None, faces: bool, class_names: dict[int, str] | None,
          transform: ImageTransform | None, storage_options: StorageOptions) -> Plan:
     """What to convert into what, and how the work is cut (see the module docstring); nothing is written."""
     out = _output(source, target, target_format, shard_size, storage_options)
     parallel = engine == "ray" or workers > 1
-    foreign = None
-    if source_format == RECORDIO:
-        spec: Any = source if isinstance(source, Records) else (
-            os.fspath(source) if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source])
-        indexed, total, nbytes = _rec_source(spec, faces, storage_options)
-        counts = None
-    else:
-        foreign = resolve_set(source, source_format, storage_options)
-        spec = foreign.files
-        indexed = foreign.manifest.indexed if foreign.manifest is not None else True
-        counts = foreign.counts()
-        if counts is None and (get_format(source_format).counts_from_footer or (parallel and len(spec) > 1)):
-            counts = [get_format(source_format).count(path, storage_options) for path in spec]
-        total = sum(counts) if counts is not None else 0
-        nbytes = sum(int(s["bytes"]) for s in foreign.manifest.shards) if foreign.manifest is not None else None
-    limit = _limit(shard_size, out, total if source_format == RECORDIO or counts is not None else None, nbytes)
-    sharded = target_format != RECORDIO or limit is not None
-    if limit is None:
-        parallel = False  # one file is written in order by one writer
-    pieces = _pieces(workers, engine, address) if parallel else 1
-    if source_format == RECORDIO:
-        ranges = _ranges(total, pieces, limit.records if limit is not None and limit.records is not None else 1)
-        bases = [0] * len(ranges)
-    elif parallel and counts is not None:
-        ranges = [(n, n + 1) for n in range(len(spec))]
-        bases = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist() if counts else [0]
-    else:
-        ranges, bases = [(0, len(spec))], [0]
-    return Plan(source_format=source_format, target_format=target_format, spec=spec, total=total, indexed=indexed,
-                class_names=_class_names(source_format, source, class_names, foreign), out=out, sharded=sharded,
-                limit=limit, ranges=ranges, bases=bases, faces=faces, transform=transform,
-                storage_options=storage_options)
+    found = _source(source, source_format, faces, parallel, storage_options)
+    limit = _limit(shard_size, out, found.total, found.nbytes)
+    parallel = parallel and limit is not None  # one file is written in order by one writer
+    ranges, bases = _cut(found, source_format, limit, _pieces(workers, engine, address) if parallel else 1)
+    return Plan(source_format=source_format, target_format=target_format, spec=found.spec, total=found.total or 0,
+                indexed=found.indexed, class_names=_class_names(source_format, source, class_names, found.foreign),
+                out=out, sharded=target_format != RECORDIO or limit is not None, limit=limit, ranges=ranges,
+                bases=bases, faces=faces, transform=transform, storage_options=storage_options)
 
 
 # -- running --------------------------------------------------------------------------------------
