@@ -113,6 +113,9 @@ def test_a_block_shuffled_epoch_is_read_ahead_each_block_once_within_the_budget(
         assert window.stats["peak_bytes"] <= memory
     else:  # the budget is below the window: no read-ahead past it, and blocks in use are still read once
         assert window.stats["peak_bytes"] <= memory + 5 * 40 * 1500
+    mark = s3_server.log.mark()
+    assert sorted(epoch_records(reader, sampler, epoch=1)) == sorted(payloads())  # the next epoch: its own order
+    assert len(s3_server.log.since(mark, method="GET", key="sorted.rec")) <= blocks + 2
 
 
 def test_read_ahead_finds_the_epoch_of_a_resumed_run(s3_server, s3_bucket, local):
