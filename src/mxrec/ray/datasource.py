@@ -142,7 +142,7 @@ def opened_shards(dataset: Records) -> list[_Shard]:
         keys = whole.keys[at] if isinstance(whole.keys, np.ndarray) else [whole.keys[p] for p in at.tolist()]
         return [replace(whole, keys=keys, offsets=whole.offsets[at], extents=whole.extents[at])]
     if isinstance(dataset, (LocalRecordReader, RemoteRecordReader)):
-        rec = dataset.path if is_url(dataset.path) else os.path.abspath(dataset.path)
+        rec = os.path.abspath(dataset.path) if isinstance(dataset, LocalRecordReader) else dataset.path
         keys = np.asarray(dataset.keys) if isinstance(dataset.keys, IntKeys) else list(dataset.keys)
         offsets = np.asarray(dataset.offsets, np.int64)
         size = dataset.nbytes
