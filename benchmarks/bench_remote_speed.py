@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'peak/budget':>11}")
     print(header)
     print("-" * len(header))
-    for name, seconds, gets, fetched, peak, anchor in rows:
+    for name, _, gets, fetched, peak, anchor in rows:
         ratio = f"{rates[name] / anchors[anchor]:6.2f}x" if anchor in anchors else f"{'-':>7}"
         print(f"{name:36} {rates[name]:8.0f} {ratio} {anchor:>12} "
               f"{gets if gets is not None else '-':>6} "

@@ -127,3 +127,36 @@ def test_read_ahead_finds_the_epoch_of_a_resumed_run(s3_server, s3_bucket, local
     assert reader._window.stats["ahead"] > 0 and reader._window._current.epoch == 5
     fetched = s3_server.log.since(mark, method="GET", key="sorted.rec")
     assert len(fetched) <= -(-N // 40) + 2
+
+
+# -- sharing downloads between processes
+
+
+def _read_after(reader, positions: list[int], barrier, results) -> None:
+    barrier.wait(30)
+    results.put(reader.read_batch(positions))
+
+
+def test_processes_sharing_a_cache_download_each_block_once(s3_server, s3_bucket, s3_proxy, local, tmp_path):
+    import multiprocessing
+
+    upload_indexed(s3_server, s3_bucket, local, name="sorted.rec")
+    url = f"s3://{s3_bucket}/sorted.rec"
+    storage = Storage(options=s3_proxy.storage_options(), cache_dir=str(tmp_path / "cache"))
+    reader = RecordReader(url, storage_options=storage)
+    positions = list(range(0, N, 7))  # every block of the cache
+    s3_proxy.latency = 0.3  # (both processes ask before either answer arrives)
+    mark = s3_proxy.log.mark()
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(2), context.Queue()
+    workers = [context.Process(target=_read_after, args=(reader, positions, barrier, results)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    got = [results.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+    assert got[0] == got[1] == [payloads()[p] for p in positions]
+    fetched = s3_proxy.log.since(mark, method="GET", key="sorted.rec")
+    cache_blocks = -(-local.stat().st_size // reader.file.cache.block_size)
+    assert sum(r.sent for r in fetched) == local.stat().st_size and len(fetched) <= cache_blocks, \
+        s3_proxy.log.summary()

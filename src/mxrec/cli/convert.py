@@ -22,7 +22,7 @@ import argparse
 import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
-from mxrec.cli.options import add_engine, add_no_progress, add_workers, check_engine, checked, shown
+from mxrec.cli.options import add_engine, add_no_progress, add_workers, check_engine, checked
 from mxrec.cli.progress import Progress
 from mxrec.interop import convert
 from mxrec.interop.job import INSIGHTFACE_MODES
@@ -30,6 +30,7 @@ from mxrec.interop.sets import FORMATS
 from mxrec.io.lists import read_label_names
 from mxrec.io.shards import parse_shard_size
 from mxrec.packing.prepare import ImageTransform
+from mxrec.storage.filesystem import shown
 
 HELP = "convert between RecordIO, WebDataset, Parquet (Hugging Face) and TFRecord, exactly"
 SHOWN_PROBLEMS = 20

@@ -102,11 +102,6 @@ def add_no_progress(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress display")
 
 
-def shown(path: str) -> str:
-    """A path as messages show it: relative to the current folder when local, the URL when remote."""
-    return path if "://" in path else os.path.relpath(path)
-
-
 ENGINES = ("local", "ray")
 
 

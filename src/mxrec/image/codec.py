@@ -37,6 +37,7 @@ third faster on the benchmark machine.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from types import ModuleType
 
@@ -52,6 +53,9 @@ PNG_FORMATS = (".png",)
 
 def opencv() -> ModuleType:
     """The ``cv2`` module, or a clear error if it is not installed."""
+    module = sys.modules.get("cv2")  # imported already: the per-image calls skip the import machinery
+    if module is not None:
+        return module
     return import_extra("cv2", "image encoding/decoding needs OpenCV (opencv-python-headless)", "image")
 
 
@@ -189,14 +193,17 @@ def decode_pixels(buf: bytes | memoryview, channels: int = 3, *, what: str = "im
         raise ImageDecodeError(f"{what}: cannot decode to {channels} channels (1, 3 or 4)")
     space = _SIMPLEJPEG_SPACE.get(channels)
     jpeg = simplejpeg() if space is not None and is_jpeg(buf) else None
+    header = jpeg_header(buf) if jpeg is not None and exif_orientation else None
     # a malformed EXIF block (orientation None): only OpenCV knows what it does with it
-    orientation = jpeg_header(buf).orientation if jpeg is not None and exif_orientation else 1
+    orientation = 1 if header is None else header.orientation
     if jpeg is not None and orientation is not None:
         try:
             if buffers is None:
                 img = jpeg.decode_jpeg(buf, colorspace=space)
             else:
-                height, width = jpeg.decode_jpeg_header(buf)[:2]
+                frame = None if header is None or header.problem is not None else header.frame
+                # the size from the headers already walked, else from libjpeg-turbo's (a second header parse)
+                height, width = (frame.height, frame.width) if frame else jpeg.decode_jpeg_header(buf)[:2]
                 img = jpeg.decode_jpeg(buf, colorspace=space, buffer=buffers.take(height * width * channels))
         except ValueError:
             pass  # damaged or unusual JPEG: OpenCV decides, as MXNet's fallback does

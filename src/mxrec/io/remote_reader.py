@@ -113,8 +113,8 @@ def _whole_record(data: bytes) -> bytes:
     the wrong offset), never taken for this record. Offsets in the error are relative to ``data``."""
     payload, after = framing.decode_record(data, 0)
     if after != len(data):
-        raise RecordFormatError(None, after, f"the record ends here, {len(data) - after} bytes short of its extent "
-                                             "(the next record's offset): these are not its bytes")
+        raise RecordFormatError(None, f"the record ends here, {len(data) - after} bytes short of its extent "
+                                      "(the next record's offset): these are not its bytes", offset=after)
     return payload
 
 

@@ -71,7 +71,7 @@ from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.opener import RecordReader
 from mxrec.io.records import Records
 from mxrec.io.remote_reader import RemoteRecordReader, record_ends
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.filesystem import StorageOptions, absolute, is_url
 from mxrec.storage.memory_map import mapped
 from mxrec.storage.remote_file import RemoteFile
 
@@ -142,7 +142,7 @@ def opened_shards(dataset: Records) -> list[_Shard]:
         keys = whole.keys[at] if isinstance(whole.keys, np.ndarray) else [whole.keys[p] for p in at.tolist()]
         return [replace(whole, keys=keys, offsets=whole.offsets[at], extents=whole.extents[at])]
     if isinstance(dataset, (LocalRecordReader, RemoteRecordReader)):
-        rec = os.path.abspath(dataset.path) if isinstance(dataset, LocalRecordReader) else dataset.path
+        rec = absolute(dataset.path)
         keys = np.asarray(dataset.keys) if isinstance(dataset.keys, IntKeys) else list(dataset.keys)
         offsets = np.asarray(dataset.offsets, np.int64)
         size = dataset.nbytes

@@ -316,7 +316,8 @@ class ImageRecordIter(BatchIter):
         pipeline = BatchPipeline(self._loader.load, num_records=len(self._reader), batch_size=p.batch_size,
                                  sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
-                                 prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
+                                 prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe,
+                                 chunks=self._loader)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
         super().__init__(sampler, pipeline, [DataDesc(p.data_name, (p.batch_size, channels, height, width))],
                          [DataDesc(p.label_name, label_shape)])
