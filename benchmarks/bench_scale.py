@@ -1,7 +1,17 @@
-"""How time and memory grow with the record count: .idx open, ``mxrec info``, ``mxrec verify``, ``mxrec index``.
+"""How time and memory grow with the record count: .idx open, ``mxrec info``, ``mxrec verify``, ``mxrec index``;
+and how long a large shard set on S3 takes to open (issue 26 §3).
 
-    python benchmarks/bench_scale.py                  # 10k, 100k, 1M and 10M records
+    python benchmarks/bench_scale.py                  # 10k, 100k, 1M and 10M records; 1000 and 10 000 shards
     python benchmarks/bench_scale.py --sizes 10000 100000 1000000
+    python benchmarks/bench_scale.py --sizes --shards 1000 --manifest-shards 10000   # the shard sets only
+
+Shard sets: ``--shards`` shards (10 records each, with their ``.idx``) on the tests' S3 server (moto, 127.0.0.1),
+behind the tests' proxy adding ``--latency`` seconds to every request (20 ms, an object store's first byte), opened
+and counted (``len``) by a glob -- one listing, then the ``.idx`` files ``in_flight`` at once -- and the same with
+one request in flight (the ``.idx`` files one after another, as before issue 26); and by a manifest,
+also of ``--manifest-shards`` shards (only the manifest is uploaded: opening and counting read nothing else, a
+shard is opened when one of its records is read). Each row: wall seconds and the server's requests. Bars: 1000
+shards by glob < 2 s; 10 000 by manifest < 1 s.
 
 Synthetic small records, as a metadata-heavy dataset would have: an IRHeader
 (label ``i % 1000``, id ``i``) and 8 bytes, 40 bytes a record on disk, keys
@@ -76,11 +86,72 @@ def operations(rec: str, folder: str) -> dict[str, list[str]]:
     }
 
 
+def shard_sets(count: int, manifest_count: int, latency: float) -> None:
+    """Open ``count`` shards on a loopback S3 server by glob and by manifest (and ``manifest_count`` by manifest),
+    behind ``latency`` seconds a request; print seconds and requests."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from mxrec import open_dataset
+    from mxrec.format.manifest import Manifest, ShardEntry
+    from mxrec.storage.settings import RequestPolicy, Storage
+    from testkit.proxy import S3Proxy
+    from testkit.servers import S3Server
+
+    rows = []
+    with S3Server() as server, S3Proxy(server, latency=latency) as proxy, \
+            tempfile.TemporaryDirectory(prefix="mxrec-shards-") as folder:
+        bucket = server.create_bucket()
+        client = server.client()
+        entries = []
+        rec = os.path.join(folder, "part.rec")
+        for n in range(count):
+            with RecordWriter(rec, index=True) as writer:
+                writer.write_batch([bytes([n % 256]) * 100] * 10, list(range(n * 10, n * 10 + 10)))
+            for suffix in (".rec", ".idx"):
+                with open(rec[:-4] + suffix, "rb") as f:
+                    client.put_object(Bucket=bucket, Key=f"set/part-{n:05d}{suffix}", Body=f.read())
+            entries.append(ShardEntry(f"part-{n:05d}.rec", f"part-{n:05d}.idx", 10, os.path.getsize(rec),
+                                      os.path.getsize(rec[:-4] + ".idx")))
+        client.put_object(Bucket=bucket, Key="set/all.manifest.json", Body=Manifest(tuple(entries)).to_json())
+        large = tuple(ShardEntry(f"part-{n:05d}.rec", f"part-{n:05d}.idx", 10, 1040, 40) for n in range(manifest_count))
+        client.put_object(Bucket=bucket, Key="big/all.manifest.json", Body=Manifest(large).to_json())
+        base = f"s3://{bucket}"
+        cases = [(f"{count:,} shards, glob", f"{base}/set/part-*.rec", None),
+                 (f"{count:,} shards, glob, 1 in flight (before)", f"{base}/set/part-*.rec", "in_flight=1"),
+                 (f"{count:,} shards, manifest", f"{base}/set/all.manifest.json", None),
+                 (f"{manifest_count:,} shards, manifest", f"{base}/big/all.manifest.json", None)]
+        for name, spec, policy in cases:
+            storage = Storage(options=proxy.storage_options(),
+                              policy=RequestPolicy.parse(policy) if policy else RequestPolicy())
+            open_dataset(f"{base}/set/part-00000.rec", storage_options=storage)  # (connections made once)
+            mark = server.log.mark()
+            start = time.perf_counter()
+            reader = open_dataset(spec, storage_options=storage)
+            opened = time.perf_counter() - start
+            total = len(reader)
+            counted = time.perf_counter() - start
+            rows.append((name, opened, counted, len(server.log.since(mark)), total))
+        server.delete_bucket(bucket)
+    print(f"\nshard sets on a loopback S3 server (moto) behind {latency * 1000:.0f} ms a request; {os.cpu_count()} "
+          "CPUs; bars: 1,000 shards by glob < 2 s, 10,000 by manifest < 1 s")
+    header = f"{'set':44} {'open s':>8} {'open+len s':>11} {'requests':>9} {'records':>9}"
+    print(header)
+    print("-" * len(header))
+    for name, opened, counted, requests, total in rows:
+        print(f"{name:44} {opened:8.2f} {counted:11.2f} {requests:9d} {total:9,}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000, 10_000_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000, 10_000_000])
     parser.add_argument("--folder", help="where to build the datasets (default: a temporary folder)")
+    parser.add_argument("--shards", type=int, default=1000, help="shards of the set opened by glob (0: none)")
+    parser.add_argument("--manifest-shards", type=int, default=10_000, help="shards of the larger manifest")
+    parser.add_argument("--latency", type=float, default=0.02, help="seconds added to every request (a proxy)")
     args = parser.parse_args(argv)
+    if args.shards:
+        shard_sets(args.shards, args.manifest_shards, args.latency)
+    if not args.sizes:
+        return 0
     os.environ["PYTHONPATH"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src") + (
         os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
     results: dict[str, dict[int, tuple[float, float]]] = {}

@@ -24,6 +24,7 @@ TOP_LEVEL = {
     "recordio": {"errors", "format", "storage", "io", "image"},
     "__init__": {"*"},
     "__main__": {"cli"},
+    "grain": {"errors", "datasets", "io", "train"},  # mxrec.grain: Grain over mxrec's datasets and decoding
 }
 SUBPACKAGE_OF = re.compile(r"^mxrec\.(\w+)")
 
@@ -137,13 +138,98 @@ def test_no_import_circles_between_files():
     assert not circles, f"import circles: {circles}"
 
 
-def test_only_the_io_subpackages_ask_whether_data_is_remote():
+#: Where the bytes live is asked only here (and ``cli`` may, to parse its arguments).
+IO_LAYERS = ("storage", "io", "datasets")
+_STRING_TESTS = {"startswith", "endswith", "partition", "rpartition", "split", "rsplit", "find", "rfind", "index",
+                 "removeprefix", "count"}
+
+#: ``(file, code)``: strings with ``://`` that are not about where data lives.
+NOT_ABOUT_DATA = {
+    ("format/manifest.py", '"://" in name'),  # a manifest's shard must be a name inside its folder: input checked
+    ("ray/session.py", 'address.split("://", 1)'),  # a Ray cluster's address (ray://HOST:PORT), not data
+}
+
+#: ``(file, code)``: the branches on where data lives still outside the I/O layers, each to move behind a function
+#: of storage/io/datasets (issue 25 §4; suggested fixes in the comments). Empty it; never add to it.
+NOT_YET_MOVED = {
+    # interop: sets.spec_files/infer_format could take an io/datasets "expand the spec" function (datasets.shard_set
+    # already expands globs and lists); job.py's .labels beside the input: io.lists.label_names_path + storage
+    # files.exists; the upload staging: storage.commit.Commit (staging for a URL is its business)
+    ("interop/sets.py", "is_url(file)"),
+    ("interop/sets.py", "is_url(p)"),
+    ("interop/sets.py", "is_url(spec)"),
+    ("interop/sets.py", 'spec.partition("://")'),
+    ("interop/huggingface.py", "is_url(target)"),
+    ("interop/job.py", "is_url(rec_path)"),
+    ("interop/job.py", "is_url(candidate)"),
+    ("interop/job.py", "is_url(target)"),
+    ("interop/job.py", "is_url(out.path)"),
+    # doctor: the im2rec property file beside a local .rec: a storage.files read that answers None for a URL
+    ("doctor/dataset_info.py", "is_url(rec_path)"),
+    # probing: block_device could ask storage.filesystem.is_url (storage is below probing), or take local_path()
+    ("probing/machine.py", '"://" in path'),
+    # train: ImageIter's image path under path_root: mxrec.io.lists.image_path(root, name)
+    ("train/image_iter.py", "is_url(self.path_root)"),
+    # ray: local paths made absolute for the workers: mxrec.storage.filesystem.absolute(path); the sizes: a
+    # storage.files size(path); the reads of a remote piece: the Records contract (open_dataset(...).fetch)
+    ("ray/datasource.py", "is_url(shard.rec)"),
+    ("ray/datasource.py", "is_url(idx)"),
+    ("ray/datasource.py", "is_url(ref.rec)"),
+    ("ray/datasource.py", "is_url(piece.rec)"),
+    ("ray/pack.py", "is_url(root)"),
+    ("ray/datasink.py", "is_url(path)"),
+    ("ray/verify_tasks.py", "is_url(rec_path)"),
+}
+
+
+def url_branches(path: Path) -> list[tuple[int, str]]:
+    """``(line, code)`` of each place in ``path`` that asks whether a path is remote: ``is_url(...)``,
+    ``is_remote``, ``"://" in path``, ``path.startswith("s3://")``, ``path.split("://")`` and the like."""
+    text = path.read_text()
+
+    def has_scheme(node: ast.AST) -> bool:
+        values = node.elts if isinstance(node, ast.Tuple) else [node]
+        return any(isinstance(v, ast.Constant) and isinstance(v.value, str) and "://" in v.value for v in values)
+
+    found = [(n, "is_remote") for n, line in enumerate(text.splitlines(), 1) if "is_remote" in line]
+    for node in ast.walk(ast.parse(text)):
+        hit = False
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            hit = name in ("is_url", "is_remote") or (name in _STRING_TESTS and isinstance(node.func, ast.Attribute)
+                                                      and any(has_scheme(a) for a in node.args))
+        elif isinstance(node, ast.Compare):
+            hit = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and has_scheme(node.left)
+        if hit:
+            found.append((node.lineno, ast.get_source_segment(text, node)))
+    return found
+
+
+def test_only_the_io_layers_ask_where_data_lives():
     """Where the bytes live is the business of :mod:`mxrec.storage`, :mod:`mxrec.io` and :mod:`mxrec.datasets`:
-    consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``follow``)."""
-    found = [f"{p.relative_to(PACKAGE)}:{n}" for p in PACKAGE.rglob("*.py")
-             if p.relative_to(PACKAGE).parts[0] not in ("storage", "io", "datasets")
-             for n, line in enumerate(p.read_text().splitlines(), 1) if "is_remote" in line]
-    assert not found, f"is_remote outside the I/O subpackages: {found}"
+    consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``follow``) and use their
+    path functions (``join``, ``absolute``, ``shown``, ``image_path``...), which work for a path and a URL alike."""
+    found, seen = [], set()
+    for p in sorted(PACKAGE.rglob("*.py")):
+        rel = p.relative_to(PACKAGE).as_posix()
+        if rel.split("/")[0] in IO_LAYERS:
+            continue
+        for line, code in url_branches(p):
+            if (rel, code) in NOT_ABOUT_DATA | NOT_YET_MOVED:
+                seen.add((rel, code))
+            else:
+                found.append(f"{rel}:{line}: {code}")
+    assert not found, f"asking whether data is remote outside {IO_LAYERS}: {found}"
+    moved = sorted(NOT_YET_MOVED - seen)
+    assert not moved, f"moved (take them off NOT_YET_MOVED in tests/test_layout.py): {moved}"
+
+
+def test_the_url_branch_check_finds_each_way_to_ask(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('if is_url(p) or "://" in p or p.startswith(("s3://", "gs://")) or p.split("://")[0]:\n'
+                      '    x = reader.is_remote\n'
+                      'print("s3:// or gs:// URLs")\n')  # a message naming schemes is no branch
+    assert [line for line, _ in url_branches(sample)] == [2, 1, 1, 1, 1]
 
 
 def test_no_subpackage_imports_another_subpackages_private_names():

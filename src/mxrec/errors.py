@@ -186,21 +186,8 @@ class ParameterError(MxrecError, ValueError, TypeError):
 OptionError = ParameterError
 
 
-class RemoteError(MxrecError, OSError):
-    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"{url}: {reason}")
-
-    def __str__(self) -> str:  # OSError would format its args differently
-        return f"{self.url}: {self.reason}"
-
-
-class CleanupError(MxrecError, OSError):
-    """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
-    message names them."""
+class _StorageError(MxrecError, OSError):
+    """An ``OSError`` about one file or URL, read as ``path: reason``."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
@@ -209,6 +196,20 @@ class CleanupError(MxrecError, OSError):
 
     def __str__(self) -> str:  # OSError would format its args differently
         return f"{self.path}: {self.reason}"
+
+
+class RemoteError(_StorageError):
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
+
+    @property
+    def url(self) -> str:
+        """The URL (the same as :attr:`path`)."""
+        return self.path
+
+
+class CleanupError(_StorageError):
+    """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
+    message names them."""
 
 
 def add_note(exc: BaseException, note: str) -> None:

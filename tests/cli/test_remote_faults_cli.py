@@ -109,7 +109,8 @@ def test_sharded_pack_whose_cleanup_fails_exits_non_zero_and_names_what_remains(
     """Was: the cleanup's failed DELETE was suppressed, a shard stayed with no manifest, a glob opened part of
     the set as the whole and ``info`` counted it."""
     s3_proxy.faults.fail_always(503, method="PUT", key="one_00001.rec")  # publishing fails at the second shard
-    s3_proxy.faults.fail_always(503, method="DELETE")  # and the cleanup can remove nothing
+    # and the cleanup can remove nothing that was published (a move's removal of its staged source still works)
+    s3_proxy.faults.fail_always(503, method="DELETE", match=lambda r: "staging" not in r.path)
     done = mxrec(s3_proxy, "pack", f"s3://{s3_bucket}/one", str(images), "--shard-size", "4", "--no-progress")
     lines = error_lines(done)
     assert done.returncode == 2 and len(lines) == 2, done.stderr
@@ -131,7 +132,7 @@ def test_sharded_pack_whose_cleanup_fails_exits_non_zero_and_names_what_remains(
 
 def test_sharded_pack_under_faults_is_exact(s3_proxy, s3_bucket, images, tmp_path):
     s3_proxy.faults.fail_next(1, 503, method="PUT", key="one_00001.rec")
-    s3_proxy.faults.fail_next(1, 500, method="POST", match=lambda r: "delete" in r.query)  # a bulk delete
+    s3_proxy.faults.fail_next(1, 500, method="DELETE")
     s3_proxy.faults.reset_next(1, after=30, method="GET", key="one.lst")
     done = mxrec(s3_proxy, "pack", f"s3://{s3_bucket}/one", str(images), "--shard-size", "4", "--no-progress")
     assert done.returncode == 0, done.stderr
@@ -140,3 +141,17 @@ def test_sharded_pack_under_faults_is_exact(s3_proxy, s3_bucket, images, tmp_pat
     assert s3_proxy.faults.pending == []
     done = mxrec(s3_proxy, "info", f"s3://{s3_bucket}/one.manifest.json", "--json")
     assert done.returncode == 0 and '"records": 10' in done.stdout, done.stdout + done.stderr
+
+
+def test_convert_whose_publish_and_cleanup_fail_prints_the_cause_then_the_leftovers(s3_proxy, s3_bucket, dataset):
+    """Was: ``convert``'s cleanup error replaced the real cause (a failed move) and named no URL."""
+    s3_proxy.faults.fail_always(503, method="PUT", key="out_00001.rec")
+    s3_proxy.faults.fail_always(503, method="DELETE", match=lambda r: "staging" not in r.path)
+    done = mxrec(s3_proxy, "convert", dataset, f"s3://{s3_bucket}/out.rec", "--shard-size", "10", "--no-progress")
+    lines = error_lines(done)
+    assert done.returncode == 2 and len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"mxrec convert: error: s3://{s3_bucket}/out_00001.rec: moving ")
+    assert lines[1].startswith("  cleanup: could not remove ") and f"s3://{s3_bucket}/out_00000.rec" in lines[1]
+    s3_proxy.faults.clear()
+    done = mxrec(s3_proxy, "info", f"s3://{s3_bucket}/out_*.rec")
+    assert done.returncode == 2 and "being written" in error_lines(done)[0] and "records" not in done.stdout

@@ -61,8 +61,19 @@ def test_a_block_shuffle_too_narrow_for_the_label_order_fails(class_sorted):
     assert result.codes()["labels"] == "narrow_shuffle" and not result.ok
     assert "shuffle_window" in [a.code for a in result.advice]
     assert result.codes()["labels"] == "narrow_shuffle"
-    wide = run(class_sorted, shuffle=True, shuffle_block=4, shuffle_window=64, batches=12, seed=3)
+    wide = run(class_sorted, shuffle=True, shuffle_block=4, batches=12, seed=3)  # the default window
     assert wide.codes()["labels"] == "ok", wide.report.check("labels").summary
+
+
+def test_the_probe_reports_mixing_against_a_global_shuffle_and_warns_below_nine_tenths(class_sorted):
+    options = dict(shuffle=True, shuffle_block=4, data_shape=SHAPE, batch_size=32, batches=30, seed=1)
+    poor = mxrec.probe(class_sorted, shuffle_window=16, **options).report.check("labels")
+    ratio = poor.details["comparison"]["mixing_ratio"]
+    assert poor.details["code"] == "narrow_shuffle" and poor.warning and 0.75 < ratio < 0.9, poor.summary
+    assert f"mixing {ratio:.2f}x a global shuffle's" in poor.summary and "mixes poorly for the label order" in \
+        poor.summary
+    good = mxrec.probe(class_sorted, **options).report.check("labels")  # the default window
+    assert good.details["code"] == "ok" and good.details["comparison"]["mixing_ratio"] >= 0.9, good.summary
 
 
 def test_a_mixture_whose_shares_are_off_fails(class_sorted):

@@ -59,7 +59,7 @@ def add_dataset(parser: argparse.ArgumentParser) -> None:
     """The dataset argument, ``--idx`` and ``--str-keys``."""
     parser.add_argument("rec", help="the dataset: a .rec file or URL (s3://, gs://, http(s)://, webhdfs://...), or a "
                                     "shard set (quoted glob 'train-*.rec', brace range 'train-{00000..00015}.rec', "
-                                    "NAME.manifest.json, or its folder)")
+                                    "NAME.manifest.json, or its folder), or a mixture file NAME.mix.json")
     parser.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
     parser.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
 
@@ -100,11 +100,6 @@ def add_workers(parser: argparse.ArgumentParser, what: str = "threads", default:
 def add_no_progress(parser: argparse.ArgumentParser) -> None:
     """``--no-progress`` (``args.progress`` is then false)."""
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress display")
-
-
-def shown(path: str) -> str:
-    """A path as messages show it: relative to the current folder when local, the URL when remote."""
-    return path if "://" in path else os.path.relpath(path)
 
 
 ENGINES = ("local", "ray")

@@ -238,14 +238,16 @@ class Mixture(Records):
         offset = self.label_offsets[number]
         if not offset:
             return records
-        return [self._shifted(number, int(p), r, offset) for p, r in zip(local.tolist(), records, strict=True)]
-
-    def _shifted(self, number: int, local: int, payload: bytes | memoryview, offset: int) -> bytes:
         try:
-            return shift_class_label(payload, offset)
-        except HeaderError as exc:
-            raise HeaderError(f"{self.sources[number].describe(local)}: its class label cannot be moved by the "
-                              f"mixture's label offset {offset}: {exc}") from None
+            return [shift_class_label(r, offset) for r in records]
+        except HeaderError:  # say which record
+            for position, payload in zip(local.tolist(), records, strict=True):
+                try:
+                    shift_class_label(payload, offset)
+                except HeaderError as exc:
+                    raise HeaderError(f"{self.sources[number].describe(position)}: its class label cannot be moved "
+                                      f"by the mixture's label offset {offset}: {exc}") from None
+            raise
 
     def view(self, position: int) -> memoryview:
         return memoryview(self.fetch([position])[0])
@@ -461,13 +463,39 @@ def _source(item: Any, storage: StorageOptions) -> Samples:
                            f"source of the mixture: {exc}") from None
 
 
-def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -> Mixture:
-    """The mixture a ``NAME.mix.json`` file describes (see the module docstring); paths relative to its folder.
+@dataclass(frozen=True)
+class MixtureFile:
+    """What a ``NAME.mix.json`` file says (:func:`parse_mixture_file`): its ``path``, the ``sources`` (paths made
+    relative to the file's folder, URLs as they are), their ``weights`` (``None``: by size), and
+    ``samples_per_epoch``, ``label_offsets`` and ``seed`` as :func:`mix` takes them."""
+
+    path: str
+    sources: tuple[str, ...]
+    weights: tuple[Any, ...] | None
+    samples_per_epoch: Any
+    label_offsets: Any
+    seed: Any
+
+
+def parse_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -> MixtureFile:
+    """What a mixture file says, read without opening its sources (the doctor checks them one by one).
+
+    Parameters
+    ----------
+    path
+        The ``NAME.mix.json`` file (a path or URL).
+    storage
+        Storage settings to read it with.
+
+    Returns
+    -------
+    MixtureFile
+        Its sources and settings.
 
     Raises
     ------
     MixtureError
-        The file is not valid JSON, names no sources, or describes a mixture :func:`mix` refuses.
+        The file cannot be read, is not valid JSON, names no sources, or has a field it should not.
     """
     path = os.fspath(path)
     try:
@@ -486,6 +514,9 @@ def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
             raise MixtureError(f"{path}: source {number} needs a \"path\"")
         name = entry["path"]
+        if name.endswith(MIX_SUFFIX):
+            raise MixtureError(f"{path}: {name}: a mixture inside a mixture is not supported: list its sources in "
+                               "one mixture")
         specs.append(name if is_url(name) or os.path.isabs(name) else join(folder, name))
         weights.append(entry.get("weight"))
     if any(w is None for w in weights) and not all(w is None for w in weights):
@@ -494,10 +525,33 @@ def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -
     if unknown:
         raise MixtureError(f"{path}: unknown field(s) {sorted(unknown)} (known: sources, samples_per_epoch, "
                            "label_offsets, seed)")
+    return MixtureFile(path, tuple(specs), None if weights[0] is None else tuple(weights),
+                       data.get("samples_per_epoch"), data.get("label_offsets"), data.get("seed", 0))
+
+
+def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -> Mixture:
+    """The mixture a ``NAME.mix.json`` file describes (see the module docstring); paths relative to its folder.
+
+    Parameters
+    ----------
+    path
+        The ``NAME.mix.json`` file (a path or URL).
+    storage
+        Storage settings for the file and its sources.
+
+    Returns
+    -------
+    Mixture
+        The mixture.
+
+    Raises
+    ------
+    MixtureError
+        The file is not valid JSON, names no sources, or describes a mixture :func:`mix` refuses.
+    """
+    found = parse_mixture_file(path, storage)
     try:
-        return mix(specs, None if weights[0] is None else weights, samples_per_epoch=data.get("samples_per_epoch"),
-                   label_offsets=data.get("label_offsets"), seed=data.get("seed", 0), storage=storage)
-    except MixtureError as exc:
-        raise MixtureError(f"{path}: {exc}") from None
-    except OptionError as exc:
-        raise MixtureError(f"{path}: {exc}") from None
+        return mix(found.sources, found.weights, samples_per_epoch=found.samples_per_epoch,
+                   label_offsets=found.label_offsets, seed=found.seed, storage=storage)
+    except (MixtureError, OptionError) as exc:
+        raise MixtureError(f"{found.path}: {exc}") from None

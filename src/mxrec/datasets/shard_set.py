@@ -32,9 +32,11 @@ repeat across shards for look-ups by key (positions always work).
 from __future__ import annotations
 
 import bisect
+import fnmatch
 import os
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -51,7 +53,7 @@ from mxrec.errors import (
     RemoteNotFoundError,
 )
 from mxrec.format.checksums import SUFFIX as CHECKSUMS_SUFFIX
-from mxrec.format.checksums import BlockChecksums
+from mxrec.format.checksums import BlockChecksums, checksums_path
 from mxrec.format.header import IRHeader
 from mxrec.format.idx import KeyType
 from mxrec.format.manifest import MANIFEST_SUFFIX, Manifest, manifest_path, parse_manifest
@@ -61,7 +63,7 @@ from mxrec.io.records import IOStats, Records, blocks_of, gather
 from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle, window_for
 from mxrec.io.shuffle_window import Pieces, ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
-from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
+from mxrec.storage.files import exists, glob, isdir, listdir, listing, read_bytes
 from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent, storage_of
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
@@ -144,6 +146,21 @@ def _refuse_unlisted(spec: str, found: list[str], storage_options: StorageOption
                                                "to read the set it describes, or remove the stray shard")
 
 
+def _listed(paths: list[str], storage_options: StorageOptions,
+            listed: dict[str, int | None] | None = None) -> list[Shard]:
+    """Shards of ``paths``; remote ones with what one listing of their folder says (``listed``, else listed here):
+    the ``.rec``'s size (no request to ask it) and whether a checksums sidecar is there (none asked for if not)."""
+    if not paths or not all(is_url(p) for p in paths):
+        return [Shard(p) for p in paths]
+    if listed is None:
+        folders = sorted({parent(p) for p in paths})
+        if len(folders) > 1:
+            return [Shard(p) for p in paths]
+        listed = listing(folders[0], storage_options)
+    return [Shard(p, rec_bytes=listed.get(p), checksums=None if checksums_path(p) in listed else False)
+            if p in listed else Shard(p) for p in paths]
+
+
 def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
                     storage_options: StorageOptions = None) -> tuple[list[Shard], str | None]:
     """The shards ``spec`` names (see the module docstring) and the manifest they came from, if any."""
@@ -156,13 +173,19 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
     if spec.endswith(MANIFEST_SUFFIX):
         return manifest_shards(spec, storage_options)[0], spec
     if _BRACE.search(spec):
-        return [Shard(p) for p in expand_braces(spec)], None
+        return _listed(expand_braces(spec), storage_options), None
     if any(c in spec.partition("://")[2] if is_url(spec) else c in spec for c in "*?["):
-        found = [p for p in glob(spec, storage_options) if _is_shard(p)]
+        folder = parent(spec)
+        if is_url(spec) and not any(c in folder.partition("://")[2] for c in "*?["):
+            listed = listing(folder, storage_options)  # one listing: the shards, their sizes, sidecars, manifests
+            found = [p for p in sorted(listed) if fnmatch.fnmatchcase(basename(p), basename(spec)) and _is_shard(p)]
+            manifests = [p for p in sorted(listed) if p.endswith(MANIFEST_SUFFIX)]
+        else:
+            listed, found, manifests = None, [p for p in glob(spec, storage_options) if _is_shard(p)], None
         if not found:
             raise ManifestError(spec, "the pattern matches no .rec file")
-        _refuse_unlisted(spec, found, storage_options)
-        return [Shard(p) for p in found], None
+        _refuse_unlisted(spec, found, storage_options, manifests)
+        return _listed(found, storage_options, listed), None
     if spec.endswith(".rec") and not exists(spec, storage_options) and exists(manifest_path(spec), storage_options):
         return manifest_shards(manifest_path(spec), storage_options)[0], manifest_path(spec)
     if not spec.endswith(".rec"):
@@ -275,11 +298,31 @@ class ShardSetReader(Records):
         if manifest is not None and not self._remote:
             for number, shard in enumerate(self.shards):
                 self._check_local_size(number, shard)
-        counts = [s.records for s in self.shards]
-        if any(c is None for c in counts):
-            counts = [len(self.shard(n)) for n in range(len(self.shards))]
-        self.counts = [int(c) for c in counts]
-        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+        self._starts: np.ndarray | None = None
+        if all(s.records is not None for s in self.shards):
+            self._count()
+
+    @property
+    def counts(self) -> list[int]:
+        """Records in each shard (every shard without a manifest count opened, in parallel, the first time)."""
+        return np.diff(self.starts).tolist()
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Where each shard's positions start, and the total last (see :attr:`counts`)."""
+        if self._starts is None:
+            self._count()
+        return self._starts
+
+    def _count(self) -> None:
+        """Count the records: the manifest's counts, else the shards' ``.idx`` files, read ``in_flight`` at once."""
+        unknown = [n for n, s in enumerate(self.shards) if s.records is None and self._readers[n] is None]
+        if self._remote and len(unknown) > 1:
+            with ThreadPoolExecutor(min(self.storage.policy.in_flight, len(unknown)),
+                                    thread_name_prefix="mxrec-open") as pool:
+                list(pool.map(self.shard, unknown))
+        counts = [s.records if s.records is not None else len(self.shard(n)) for n, s in enumerate(self.shards)]
+        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
     def _where(self, number: int) -> str:
         shard = self.shards[number]
@@ -465,6 +508,11 @@ class ShardSetReader(Records):
         state = self.__dict__.copy()
         state["_positions"] = None
         return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._window is not None:  # (a window arrives without where its blocks are)
+            self._window.locate_with(self._pieces)
 
     def __repr__(self) -> str:
         return f"ShardSetReader({self.path!r}, {len(self.shards)} shards, {len(self)} records)"

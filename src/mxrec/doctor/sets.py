@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.mixture import Mixture, MixtureError, passes_text
+from mxrec.datasets.mixture import Mixture, MixtureError, parse_mixture_file, passes_text
 from mxrec.datasets.opening import as_mixture, dataset_files, dataset_name, is_mixture
 from mxrec.datasets.shard_set import Shard
 from mxrec.doctor.check_leakage import check_set_duplicates, check_set_leakage
@@ -29,7 +29,7 @@ from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
 from mxrec.doctor.html import checks_table, escape, fragment, table
 from mxrec.doctor.report import Check, Problem, Report
 from mxrec.doctor.verify_dataset import verify_dataset
-from mxrec.errors import ManifestError
+from mxrec.errors import ManifestError, MxrecError
 from mxrec.format.idx import KeyType
 from mxrec.storage.files import exists
 from mxrec.storage.filesystem import StorageOptions
@@ -204,36 +204,44 @@ class MixtureReport:
     """``mxrec verify`` of a mixture: each source's report; ``ok`` when all are."""
 
     path: str
-    mixture: Mixture
+    names: list[str]  # the sources'
     reports: list[Report | ShardSetReport]
+    mixing: Check  # whether the sources mix as the mixture says (weights, label offsets)
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.reports)
+        return self.mixing.ok and all(r.ok for r in self.reports)
 
     @property
     def clean(self) -> bool:
-        return all(r.clean for r in self.reports)
+        return self.ok and all(r.clean for r in self.reports)
 
     @property
     def checks(self) -> list[Check]:
-        """No checks over the whole mixture: each source's are in its report."""
-        return []
+        """The checks over the whole mixture (each source's are in its report)."""
+        return [self.mixing]
 
     def _repr_html_(self) -> str:
         return fragment(f"mxrec verify: {self.path}", [checks_table(r) for r in self.reports])
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "ok": self.ok, "sources": [r.to_dict() for r in self.reports]}
+        return {"path": self.path, "ok": self.ok, "mixture": self.mixing.to_dict(),
+                "sources": [r.to_dict() for r in self.reports]}
 
     def format_text(self, max_problems: int = 10) -> str:
         lines = []
-        for number, (name, report) in enumerate(zip(self.mixture.names, self.reports, strict=True)):
+        for number, (name, report) in enumerate(zip(self.names, self.reports, strict=True)):
             lines.append(f"--- source {number}: {name}")
             lines.append(report.format_text(max_problems))
         failed = sum(not r.ok for r in self.reports)
+        lines.append(f"  [{'ok' if self.mixing.ok else 'FAIL':>4}] mixture: {self.mixing.summary}")
         lines.append(f"total: {len(self.reports)} source(s), {failed} failed: {'OK' if self.ok else 'FAILED'}")
         return "\n".join(lines)
+
+
+def _mixed(mixture: Mixture) -> str:
+    return (f"{len(mixture.sources)} sources, {mixture.samples_per_epoch} samples per epoch (shares "
+            f"{', '.join(map(str, mixture.shares))}), label offsets {mixture.label_offsets}")
 
 
 def _mixture_name(mixture: Mixture, spec: Any) -> str:
@@ -280,9 +288,24 @@ def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyTy
         if idx_path is not None or options.get("lst") is not None:
             raise MixtureError(f"{_name(spec, None)}: --idx and --lst apply to one file: verify a mixture's sources "
                                "one by one for them")
-        mixture = as_mixture(spec, storage_options)
-        return MixtureReport(_mixture_name(mixture, spec), mixture,
-                             [verify(source, None, key_type, **options) for source in mixture.sources])
+        if isinstance(spec, Mixture):
+            reports = [verify(source, None, key_type, **options) for source in spec.sources]
+            return MixtureReport(spec.path, spec.names, reports, Check("mixture", True, _mixed(spec)))
+        # A mixture file's sources are checked as the file names them, before they are mixed: mixing reads their
+        # records (label offsets), which a damaged source would stop before its report.
+        found = parse_mixture_file(spec, storage_options)
+        reports = []
+        for source in found.sources:
+            try:
+                reports.append(verify(source, None, key_type, storage_options=storage_options, **options))
+            except (MxrecError, OSError) as exc:
+                raise MixtureError(f"{found.path}: {source}: cannot be verified as a source of the mixture: "
+                                   f"{exc}") from None
+        try:
+            mixing = Check("mixture", True, _mixed(as_mixture(spec, storage_options)))
+        except MxrecError as exc:
+            mixing = Check("mixture", False, f"cannot be mixed: {exc}")
+        return MixtureReport(found.path, list(found.sources), reports, mixing)
     shards, manifest, storage_options = dataset_files(spec, storage_options)
     if len(shards) == 1 and manifest is None:
         return verify_dataset(shards[0].rec, idx_path, key_type, storage_options=storage_options, **options)

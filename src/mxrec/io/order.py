@@ -8,14 +8,15 @@ record once, in file order, globally shuffled, or block-shuffled); a weighted mi
 batches, and hands the dataset the :class:`ReadPlan` the order implies (:meth:`EpochOrder.read_plan`): the
 dataset is *given* the plan by whoever reads it, and a sampler never changes the dataset it samples.
 
-Block shuffle (``shuffle_block`` records per block, ``shuffle_window`` blocks mixed at a time): the positions are
+Block shuffle (``shuffle_block`` records per block, ``shuffle_window`` blocks open at a time): the positions are
 cut into blocks of consecutive records and the blocks put in a random order; block number ``j`` of that order is
 read while the epoch is between block-time ``j`` and ``j + shuffle_window``, its records at random times inside
 that span (then the records are sorted by their times). So a *sliding* window of ``shuffle_window`` blocks is
 open at any moment: one block opens and about one closes each ``shuffle_block`` records, every batch draws from
 all the open blocks, and a reader fetches one new block at a time, each once, with one ranged request (MXNet's
-``shuffle_chunk_*`` idea, without its bursts). The first blocks open one after another (the first batches draw
-from fewer blocks); the records of the last window are mixed among themselves. Every record appears exactly
+``shuffle_chunk_*`` idea, without its bursts). The first window's blocks all open at the start (block ``j`` is
+read until ``j + shuffle_window``), so the first batches draw from a whole window too; the records of the last
+window are mixed among themselves. Every record appears exactly
 once per epoch. ``shuffle_block=0`` is the full global shuffle; ``shuffle_window=0`` asks for the default width
 (:func:`window_of`: about :data:`WINDOW_BYTES` of records).
 
@@ -97,7 +98,9 @@ def epoch_order(num_records: int, *, shuffle: bool, seed: int, epoch: int, shuff
         return rng.permutation(num_records).astype(np.int64)
     opens = np.empty(count, np.float64)
     opens[rng.permutation(count)] = np.arange(count)  # block-time at which each block of the file opens
-    times = opens[np.arange(num_records) // shuffle_block] + window * rng.random(num_records)
+    opened = opens[np.arange(num_records) // shuffle_block]
+    head = opened < window  # the first window's blocks all open at once, the j-th read until j + window
+    times = np.where(head, 0.0, opened) + np.where(head, opened + window, window) * rng.random(num_records)
     tail = times >= count  # the last window: its records mixed among themselves
     times[tail] = count + window * rng.random(int(tail.sum()))
     return np.argsort(times, kind="stable").astype(np.int64)

@@ -40,7 +40,6 @@ last, so a listed set is a complete one.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -58,8 +57,8 @@ from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
 from mxrec.io.lists import write_list
 from mxrec.io.records import Records
-from mxrec.storage import remote
-from mxrec.storage.filesystem import basename, check_writable, is_url, join
+from mxrec.storage.files import spooled_folder
+from mxrec.storage.filesystem import basename, check_writable, join
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -168,14 +167,18 @@ def extract_records(rec_path: DatasetSpec, out_dir: str | os.PathLike, *,
     """
     out_dir = os.fspath(out_dir)
     check_writable(out_dir)
-    if is_url(out_dir):
-        with tempfile.TemporaryDirectory(prefix="mxrec-extract-", dir=os.environ.get("MXREC_SPOOL_DIR")) as local:
-            result = extract_records(rec_path, local, idx_path=idx_path, key_type=key_type, flat=flat,
-                                     label_names=label_names, layout=layout, progress=progress)
-            upload_folder(local, out_dir, last=result.lst_path)
-        result.out_dir = out_dir
-        result.lst_path = join(out_dir, os.path.basename(result.lst_path))
-        return result
+    with spooled_folder(out_dir) as folder:  # a URL is written locally, then uploaded, the .lst last
+        result = _extract(rec_path, folder.path, idx_path, key_type, flat, label_names, layout, progress)
+        folder.last = result.lst_path
+    result.out_dir = out_dir
+    result.lst_path = join(out_dir, os.path.basename(result.lst_path))
+    return result
+
+
+def _extract(rec_path: str | os.PathLike, out_dir: str, idx_path: str | os.PathLike | None, key_type: KeyType,
+             flat: bool, label_names: dict[int, str] | None, layout: str,
+             progress: Callable[[int, int], None] | None) -> ExtractResult:
+    """:func:`extract_records` into the local folder ``out_dir``."""
     stem = dataset_stem(rec_path)
     entries: list[ListEntry] = []
     used: set[str] = set()
@@ -253,12 +256,3 @@ def dataset_stem(spec: object) -> str:
         if name.endswith(suffix):
             return name[:-len(suffix)]
     return os.path.splitext(name)[0] or "dataset"
-
-
-def upload_folder(local: str, url: str, last: str | None = None) -> None:
-    """Upload every file under ``local`` to the folder ``url``, ``last`` (a file among them) after all the others."""
-    files = sorted(os.path.join(d, n) for d, _, names in os.walk(local) for n in names)
-    if last is not None:
-        files = [f for f in files if f != last] + [last]
-    for path in files:
-        remote.upload(path, join(url, os.path.relpath(path, local).replace(os.sep, "/")))

@@ -152,7 +152,7 @@ def recommend(run: ProbeRun, bound: Check, checks: list[Check]) -> list[Advice]:
         change = "a shuffling sampler (shuffle=True)" if loader else "shuffle=1"
         advice.append(Advice("shuffle", change, "batches mix the classes (needed for SGD to converge)"))
     if "narrow_shuffle" in codes:
-        window = int(p.get("shuffle_window", 1))
+        window = run.shuffle_window or int(p.get("shuffle_window", 1))
         advice.append(Advice("shuffle_window", f"shuffle_window={max(4 * window, 8)} (or a smaller shuffle_block)",
                              "each batch draws from more blocks, so from more of the label order (memory: "
                              "that many blocks are kept)"))

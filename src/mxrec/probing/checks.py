@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from mxrec.doctor.report import Check, Problem
-from mxrec.probing.labels import DatasetLabels, LabelComparison, compare
+from mxrec.probing.labels import POOR_MIXING, DatasetLabels, LabelComparison, compare
 from mxrec.probing.run import ProbeRun
 
 MIB = 1 << 20
@@ -189,11 +189,14 @@ def _compared(run: ProbeRun, labels: list[np.ndarray], classes: int, data: Datas
     shuffled = f"a shuffled read of {found.samples} samples would cover {found.expected_covered:.1f}"
     if found.expected_per_batch is not None:
         shuffled += f", {found.expected_per_batch:.1f} per batch"
+    if found.mixing_ratio is not None:
+        shuffled += f": mixing {found.mixing_ratio:.2f}x a global shuffle's"
     order = "the records are stored in label order" if found.stored_in_order else "labels come in runs"
     shares = (f"the batches' label shares are {found.distance:.2f} (total variation) from the dataset's, where a "
               f"shuffled read gives {found.chance_distance:.2f} (at most {found.highest_distance:.2f})")
     narrow = (f"a block shuffle too narrow for the label order -- {order}, and the batches draw from "
-              f"{run.params.get('shuffle_window', 1)} block(s) of {run.shuffle_block} records at a time: widen "
+              f"{run.shuffle_window or run.params.get('shuffle_window', 1)} block(s) of {run.shuffle_block} records "
+              "at a time: widen "
               "shuffle_window, shorten shuffle_block, or repack in random order")
     off = found.mixing_off or found.shares_off
     # read in label order: the records lie in runs of a label, and the batches hold few of them or runs too
@@ -212,6 +215,9 @@ def _compared(run: ProbeRun, labels: list[np.ndarray], classes: int, data: Datas
     if found.shares_off:
         return _check("labels", "label_shares", f"{text}; {shares}: a mixture's shares, a weighted sampler or a "
                                                 "subset off", fail=True, **details)
+    if run.shuffle_block and found.stored_in_order and (found.mixing_ratio or 1.0) < POOR_MIXING:
+        return _check("labels", "narrow_shuffle", f"{text} ({shuffled}): the shuffle mixes poorly for the label "
+                                                  f"order (below {POOR_MIXING}x): {narrow}", warn=True, **details)
     return _check("labels", "ok", f"{text} ({shuffled}); shares {found.distance:.2f} from the dataset's "
                                   f"(a shuffled read: {found.chance_distance:.2f})", **details)
 

@@ -19,7 +19,9 @@ size is drawn too):
 * **mixing**: the mean number of distinct labels per batch, against the same labels shuffled between the
   batches (a permutation test: whatever their shares, how mixed the batches could be). Reading in label
   order, or a block shuffle whose blocks are long runs of one class, puts far fewer in each batch: off when
-  below every shuffle and at least ``max(0.5, 25 %)`` below their mean.
+  below every shuffle and at least ``max(0.5, 25 %)`` below their mean. Their ratio to a shuffled read of the
+  dataset's (``mixing_ratio``, :func:`mxrec.io.order.mixing`'s figure) below :data:`POOR_MIXING` on data stored
+  in label order is a block shuffle that mixes poorly for that order (a warning).
 
 The summary also gives what a shuffled read of the dataset would hold: the classes covered and per batch.
 Both statistics hold for any number of batches.
@@ -44,6 +46,7 @@ SIMULATIONS = 200
 MIN_SHIFT = 0.1  # total-variation distance beyond chance that counts as off
 MIN_BATCH = 4  # batches smaller than this say little about mixing
 MAX_SIMULATED = 1 << 17  # batch samples simulated (the first batches' when more were probed)
+POOR_MIXING = 0.9  # distinct labels per batch below this share of a shuffled read's: the shuffle mixes poorly
 
 
 @dataclass
@@ -129,6 +132,7 @@ class LabelComparison:
     per_batch: float | None  # distinct labels per batch (batches of MIN_BATCH samples or more)
     expected_per_batch: float | None  # ... in a shuffled read of the dataset
     mixed_per_batch: float | None  # ... with the batches' own labels shuffled between them
+    mixing_ratio: float | None  # per_batch / expected_per_batch: 1.0 mixes as well as a global shuffle
     distance: float  # total-variation distance of the batches' shares from the dataset's
     chance_distance: float  # the median of the simulated reads
     highest_distance: float  # the highest of the simulated reads
@@ -221,7 +225,8 @@ def compare(batch_labels: Sequence[np.ndarray], data: DatasetLabels, *, seed: in
     return LabelComparison(
         classes=k, batches=len(batches), samples=n, covered=int((observed[:k] > 0).sum()),
         expected_covered=float((1 - (1 - shares) ** n).sum()), unknown=int(observed[k]),
-        per_batch=per_batch, expected_per_batch=expected, mixed_per_batch=mixed, distance=distance,
+        per_batch=per_batch, expected_per_batch=expected, mixed_per_batch=mixed,
+        mixing_ratio=per_batch / expected if per_batch is not None and expected else None, distance=distance,
         chance_distance=chance, highest_distance=highest,
         single_class=sum(np.unique(b).size == 1 for b in mixable),
         stored_in_order=_in_order(data.labels, shares),

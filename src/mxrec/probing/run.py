@@ -92,6 +92,7 @@ class ProbeRun:
     dataset_labels: DatasetLabels | None = None
     labels_note: str = ""
     shuffle_block: int | None = None  # records per shuffle block read (0: a global shuffle); None: no shuffle
+    shuffle_window: int | None = None  # blocks open at once of that block shuffle
 
     @property
     def samples(self) -> int:
@@ -191,9 +192,11 @@ def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, sec
         run.threads, run.prefetch = it.params.preprocess_threads, it.params.prefetch_buffer
         run.images = stored_images(it.reader)
         p = it.params
-        run.shuffle_block = it.reader.epoch_order(
-            shuffle=True, seed=p.seed, shuffle_block=p.shuffle_block, shuffle_window=p.shuffle_window,
-            chunk_megabytes=p.shuffle_chunk_size).read_plan(0).shuffle_block if p.shuffle else None
+        plan = it.reader.epoch_order(shuffle=True, seed=p.seed, shuffle_block=p.shuffle_block,
+                                     shuffle_window=p.shuffle_window,
+                                     chunk_megabytes=p.shuffle_chunk_size).read_plan(0) if p.shuffle else None
+        run.shuffle_block = plan.shuffle_block if plan is not None else None
+        run.shuffle_window = plan.shuffle_window if plan is not None else None
         run.dataset_labels, run.labels_note = _iterator_labels(p)
         run.epoch_batches = it.num_batches
         it.attach_clock(clock)

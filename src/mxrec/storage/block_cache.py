@@ -13,6 +13,9 @@ Safe with several processes (``DataLoader`` workers, ranks on one node):
 * every block read is checked for its exact expected length (a block that
   is not whole is ignored, removed and fetched again), so nothing partial or
   foreign is ever served;
+* a block one process is downloading is not downloaded again by another at the same time: the downloader holds
+  a lock on the block's byte of the file's lock file (:meth:`BlockCache.claim`, a POSIX record lock, released
+  by the kernel if the process dies) and the others wait for it (:meth:`BlockCache.wait`), then map the block;
 * eviction removes the least recently used blocks (their modification time is
   refreshed on every hit) once the folder exceeds ``max_bytes``; a block
   evicted under a reader's feet is simply a miss.
@@ -30,6 +33,12 @@ import hashlib
 import mmap
 import os
 import secrets
+import threading
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock across processes (each may download a block)
+    fcntl = None  # type: ignore[assignment]
 
 from mxrec.errors import OptionError
 from mxrec.storage.settings import ENV_CACHE_SIZE, Storage, parse_bytes
@@ -55,6 +64,9 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
         self._written = 0
+        self._locks: dict[str, int] = {}  # lock file descriptors of this process, by file id
+        self._locks_pid = os.getpid()
+        self._locks_guard = threading.Lock()
 
     @classmethod
     def from_setting(cls, cache_dir: str | os.PathLike | BlockCache | None,
@@ -72,6 +84,12 @@ class BlockCache:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"], state["max_bytes"], state["block_size"])
+
+    def __del__(self) -> None:
+        if getattr(self, "_locks_pid", None) == os.getpid():
+            for fd in self._locks.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     @staticmethod
     def file_id(url: str, size: int, version: str | None) -> str:
@@ -106,6 +124,42 @@ class BlockCache:
             os.utime(path)  # most recently used
         self.hits += 1
         return data
+
+    def _lock_file(self, file_id: str) -> int:
+        """This process's descriptor of the file's lock file (kept open: closing any descriptor of it would drop
+        every record lock the process holds on it)."""
+        with self._locks_guard:
+            if self._locks_pid != os.getpid():  # a forked child holds none of its parent's locks
+                self._locks, self._locks_pid = {}, os.getpid()
+            fd = self._locks.get(file_id)
+            if fd is None:
+                folder = os.path.join(self.directory, file_id)
+                os.makedirs(folder, exist_ok=True)
+                fd = self._locks[file_id] = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+            return fd
+
+    def claim(self, file_id: str, number: int) -> bool:
+        """Take the right to download block ``number`` (``False``: another process is downloading it now; wait
+        for it with :meth:`wait`). Give it back with :meth:`release`."""
+        if fcntl is None:
+            return True
+        try:
+            fcntl.lockf(self._lock_file(file_id), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, number)
+        except OSError:
+            return False
+        return True
+
+    def release(self, file_id: str, number: int) -> None:
+        """Give back the right :meth:`claim` took."""
+        if fcntl is not None:
+            fcntl.lockf(self._lock_file(file_id), fcntl.LOCK_UN, 1, number)
+
+    def wait(self, file_id: str, number: int) -> None:
+        """Wait until no process is downloading block ``number`` (the kernel drops a dead process's lock)."""
+        if fcntl is not None:
+            fd = self._lock_file(file_id)
+            fcntl.lockf(fd, fcntl.LOCK_EX, 1, number)
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, number)
 
     def drop(self, file_id: str, number: int) -> None:
         """Forget block ``number`` (its bytes failed a check): the next read fetches it again."""

@@ -20,7 +20,8 @@ A :class:`RemoteFile` pickles to its URL, storage settings, size and version onl
 file system (connections, event loop) is made again, lazily, in each process,
 and looked up again after a ``fork`` (the process id is checked on every use),
 so a file read in a parent goes on working in its forked children. Threads of
-one process that need the same cache block at once share one download.
+one process that need the same cache block at once share one download, and so
+do processes (``DataLoader`` workers): :meth:`~mxrec.storage.block_cache.BlockCache.claim`.
 :attr:`RemoteFile.requests` counts the requests this object made (each attempt one), :attr:`RemoteFile.bytes_fetched`
 the bytes they brought.
 """
@@ -216,7 +217,20 @@ class RemoteFile:
                     inflight[n] = Future()
                     mine.append(n)
         try:
-            self._fetch_blocks(mine, file_id, blocks)
+            claimed = [n for n in mine if cache.claim(file_id, n)]  # the others: another process downloads them
+            try:
+                self._fetch_blocks(claimed, file_id, blocks)
+            finally:
+                for n in claimed:
+                    cache.release(file_id, n)
+            for n in mine:
+                if n not in blocks:
+                    cache.wait(file_id, n)
+                    data = cache.get(file_id, n, cache.block_length(size, n))
+                    if data is not None:
+                        blocks[n] = data
+                    else:  # its download failed there, or it was evicted already: fetch it here
+                        self._fetch_blocks([n], file_id, blocks)
         finally:
             with lock:
                 for n in mine:

@@ -289,9 +289,10 @@ class Storage:
         return dataclasses.replace(storage, **changes) if changes else storage
 
     def options_key(self) -> tuple:
-        """What tells one set of fsspec options (with the policy's time-outs) from another, as a dictionary key."""
+        """What tells one set of fsspec options (with the policy's time-outs and connections) from another, as a
+        dictionary key."""
         return (tuple(sorted((k, repr(v)) for k, v in self.options.items())),
-                self.policy.connect_timeout, self.policy.read_timeout)
+                self.policy.connect_timeout, self.policy.read_timeout, self.policy.in_flight)
 
     def cache_folder(self) -> str | None:
         """The cache folder: :attr:`cache_dir`, else ``$MXREC_CACHE_DIR``, else ``None`` (no cache)."""
