@@ -14,7 +14,9 @@ import pytest
 import mxrec
 from mxrec.datasets.mixture import Mixture, MixtureError
 from mxrec.datasets.opening import dataset_files, hold_dataset
-from mxrec.errors import MxrecError, ParameterError, RemoteError
+from mxrec.errors import HeaderError, MxrecError, ParameterError, RemoteError
+from mxrec.format.header import IRHeader, pack, unpack
+from mxrec.io.writer import RecordWriter
 from mxrec.train import ImageIter, ImageRecordIter
 from testkit.datasets import make_clean_dataset, make_photo_set, upload_indexed
 
@@ -208,3 +210,19 @@ def test_a_mixture_of_s3_shard_sets_costs_what_reading_its_shares_costs(s3_serve
     assert len(records) <= 360 / 8, f"{len(records)} requests for 360 records"
     assert transferred <= 1.1 * (sizes["big"] + sizes["small"]), transferred
     assert not [r for r in gets if r.key.endswith(".idx")]  # the .idx files were read once, when it was mixed
+
+
+def test_label_offsets_move_the_first_of_a_label_array_and_name_a_record_without_a_header(tmp_path):
+    with RecordWriter(tmp_path / "arrays.rec", index=True) as writer:
+        for i in range(4):
+            writer.write(pack(IRHeader(2, [float(i), 0.5], i, 0), b"image"))
+    with RecordWriter(tmp_path / "plain.rec", index=True) as writer:
+        writer.write(pack(IRHeader(0, 1.0, 0, 0), b"image"))
+        writer.write(b"short")
+    mixture = mxrec.mix([tmp_path / "plain.rec", tmp_path / "arrays.rec"], label_offsets=[0, 10])
+    header, rest = unpack(bytes(mixture.fetch([3])[0]))
+    assert header.label.tolist() == [11.0, 0.5] and rest == b"image"  # the class label moved, the rest kept
+    shifted = mxrec.mix([tmp_path / "arrays.rec", tmp_path / "plain.rec"], label_offsets=[0, 10])
+    with pytest.raises(HeaderError, match=r"plain.rec: record 1: its class label cannot be moved by the "
+                                                r"mixture's label offset 10"):
+        shifted.fetch([0, 5])

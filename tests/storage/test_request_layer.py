@@ -187,9 +187,12 @@ def test_what_the_back_ends_raise_is_classified(store, request):
 
 
 def test_what_webhdfs_raises_is_classified(hdfs, webhdfs_proxy):
+    """Regression: fsspec raises a bare ``RuntimeError`` for a name node's 500 (a ``RemoteException``): it was
+    taken for permanent, and one 500 failed a read."""
     url, storage = hdfs
     fs, path = filesystem(url, storage)
-    for fault, role in [(ProxyFault("status", status=503), "namenode"), (ProxyFault("reset", after=1000), "datanode"),
+    for fault, role in [(ProxyFault("status", status=503), "namenode"), (ProxyFault("status", status=500), "namenode"),
+                        (ProxyFault("status", status=500), "datanode"), (ProxyFault("reset", after=1000), "datanode"),
                         (ProxyFault("truncate"), "datanode"), (ProxyFault("stall", seconds=2.0), "datanode"),
                         (ProxyFault("stall", seconds=2.0), "namenode")]:
         webhdfs_proxy.faults.arm(fault, 1, role=role)

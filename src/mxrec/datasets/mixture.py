@@ -238,14 +238,16 @@ class Mixture(Records):
         offset = self.label_offsets[number]
         if not offset:
             return records
-        return [self._shifted(number, int(p), r, offset) for p, r in zip(local.tolist(), records, strict=True)]
-
-    def _shifted(self, number: int, local: int, payload: bytes | memoryview, offset: int) -> bytes:
         try:
-            return shift_class_label(payload, offset)
-        except HeaderError as exc:
-            raise HeaderError(f"{self.sources[number].describe(local)}: its class label cannot be moved by the "
-                              f"mixture's label offset {offset}: {exc}") from None
+            return [shift_class_label(r, offset) for r in records]
+        except HeaderError:  # say which record
+            for position, payload in zip(local.tolist(), records, strict=True):
+                try:
+                    shift_class_label(payload, offset)
+                except HeaderError as exc:
+                    raise HeaderError(f"{self.sources[number].describe(position)}: its class label cannot be moved "
+                                      f"by the mixture's label offset {offset}: {exc}") from None
+            raise
 
     def view(self, position: int) -> memoryview:
         return memoryview(self.fetch([position])[0])
