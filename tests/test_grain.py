@@ -117,6 +117,18 @@ def test_map_dataset_iterator_state_resumes_mid_epoch():
     assert [e["position"] for e in resumed] == tail and sorted(head + tail) == list(range(50))
 
 
+def test_without_grain_the_error_names_the_extra(monkeypatch):
+    import importlib
+    import sys
+
+    from mxrec.errors import MissingExtraError
+
+    monkeypatch.delitem(sys.modules, "mxrec.grain")
+    monkeypatch.setitem(sys.modules, "grain", None)  # import grain fails as if not installed
+    with pytest.raises(MissingExtraError, match=r"mxrec\[grain\]"):
+        importlib.import_module("mxrec.grain")
+
+
 def test_bad_parameters_are_named():
     source = mg.RecordSource(SUB)
     with pytest.raises(ParameterError, match="layout must be one of"):
