@@ -232,6 +232,10 @@ def test_a_registered_format_is_known_everywhere(tmp_path, monkeypatch):
     monkeypatch.setattr(formats, "known_formats", dict(formats.known_formats))
     with pytest.raises(ParameterError, match="already known"):
         formats.register_format("parquet", "mxrec.interop.parquet")
+    formats.register_format("broken", "no_such_package.formats")
+    with pytest.raises(ParameterError, match="format 'broken': its module no_such_package.formats cannot be loaded"):
+        mxrec.convert(SUB, tmp_path / "x", target_format="broken")
+    del formats.known_formats["broken"]
     formats.register_format("tar2", "mxrec.interop.webdataset")
     with pytest.raises(ParameterError, match="declares format 'webdataset', registered as 'tar2'"):
         mxrec.convert(SUB, tmp_path / "x", target_format="tar2")
