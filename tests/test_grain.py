@@ -49,6 +49,14 @@ def test_every_record_once_an_epoch_and_new_draws_each_epoch():
     assert all(np.array_equal(again[n]["image"], elements[n]["image"]) for n in (0, 49, 50, 99))
 
 
+def test_reading_threads_give_the_same_elements():
+    """Grain maps on several threads at once: each thread decodes with a loader of its own."""
+    ds = pipeline(mg.RecordSource(SUB), seed=1)
+    threaded = list(ds.to_iter_dataset(grain.ReadOptions(num_threads=4, prefetch_buffer_size=16)))
+    assert [e["position"] for e in threaded] == [ds[n]["position"] for n in range(50)]
+    assert all(np.array_equal(e["image"], ds[n]["image"]) for n, e in enumerate(threaded))
+
+
 def test_any_dataset_mxrec_opens(tmp_path, http_server):
     url = http_server.put("d/sub.rec", SUB.read_bytes())
     http_server.put("d/sub.idx", SUB.with_suffix(".idx").read_bytes())
