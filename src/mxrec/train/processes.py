@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from mxrec.errors import MxrecError, ParameterError
+from mxrec.image.codec import opencv
 from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams
 from mxrec.train.normalize import NormalizeParams
@@ -104,6 +105,7 @@ class RecordBatches:
     """A worker's batch builder: :meth:`fill` loads one plan into given arrays (records fetched per batch)."""
 
     def __init__(self, recipe: RecordBatchRecipe) -> None:
+        opencv()  # imported before the threads start: a spawned worker's threads would each find it half-imported
         self.reader = recipe.reader
         self._prefetcher = BatchPrefetcher(self.reader)
         payload = self._prefetcher.payload
