@@ -42,7 +42,7 @@ ID_OFFSET = 8  # where the u64 id field starts
 class IRHeader(NamedTuple):
     """Header of an image record: ``flag``, ``label``, ``id``, ``id2`` (as ``mxnet.recordio.IRHeader``).
 
-    Parameters
+    Attributes
     ----------
     flag
         0 for a scalar label, else the number of float32 label values stored after the header.
