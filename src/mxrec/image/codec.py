@@ -37,7 +37,6 @@ third faster on the benchmark machine.
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from types import ModuleType
 
@@ -51,11 +50,11 @@ JPEG_FORMATS = (".jpg", ".jpeg")
 PNG_FORMATS = (".png",)
 
 
+@functools.cache  # the per-image calls skip the import machinery once cv2 is imported
 def opencv() -> ModuleType:
     """The ``cv2`` module, or a clear error if it is not installed."""
-    module = sys.modules.get("cv2")  # imported already: the per-image calls skip the import machinery
-    if module is not None:
-        return module
+    # (Not sys.modules: while one thread imports cv2 it is there half initialised, and another thread's call would
+    # get a module without its functions; the import waits for the first thread's.)
     return import_extra("cv2", "image encoding/decoding needs OpenCV (opencv-python-headless)", "image")
 
 
