@@ -37,6 +37,7 @@ third faster on the benchmark machine.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from types import ModuleType
 
@@ -50,11 +51,13 @@ JPEG_FORMATS = (".jpg", ".jpeg")
 PNG_FORMATS = (".png",)
 
 
-@functools.cache  # the per-image calls skip the import machinery once cv2 is imported
 def opencv() -> ModuleType:
     """The ``cv2`` module, or a clear error if it is not installed."""
-    # (Not sys.modules: while one thread imports cv2 it is there half initialised, and another thread's call would
-    # get a module without its functions; the import waits for the first thread's.)
+    module = sys.modules.get("cv2")  # imported already: the per-image calls skip the import machinery
+    if module is not None and not getattr(module.__spec__, "_initializing", False):
+        return module
+    # (While one thread imports cv2 it is in sys.modules half initialised -- "partially initialized module 'cv2'
+    # has no attribute 'flip'"; the import waits for that thread's to finish.)
     return import_extra("cv2", "image encoding/decoding needs OpenCV (opencv-python-headless)", "image")
 
 
