@@ -148,6 +148,20 @@ def mxnet_tiny_rates(python: str, params: dict, threads: int, images: int) -> tu
     return measured["rate"], measured["cpu_rate"]
 
 
+def bare_decode_us(rec: str) -> float:
+    """Microseconds of CPU time per image that decoding alone costs (one ``simplejpeg.decode_jpeg`` call, one
+    thread, as the pipeline decodes a small image): the part of a sample that runs without the GIL."""
+    reader = RecordReader(rec)
+    payloads = [bytes(view[unpack_header(view)[1]:]) for view in map(reader.view, range(len(reader)))]
+    best = math.inf
+    for _ in range(3):
+        start = time.process_time()
+        for payload in payloads:
+            simplejpeg.decode_jpeg(payload, colorspace="BGR")
+        best = min(best, time.process_time() - start)
+    return best / len(payloads) * 1e6
+
+
 def amdahl(one: float, two: float) -> tuple[float, float]:
     """The serial fraction Amdahl's law gives for the 1- and 2-thread rates, and the rate it projects on 64."""
     serial = min(1.0, max(0.0, 2 * one / two - 1))
@@ -160,7 +174,8 @@ def tiny_main(args: argparse.Namespace) -> int:
     rec = args.tiny_rec or f"bench-data/tiny{args.tiny_size}.rec"
     if not os.path.exists(rec):
         build_tiny_rec(rec, size=args.tiny_size)
-    workloads = tiny_workloads(args.tiny_size)
+    workloads = {name: params for name, params in tiny_workloads(args.tiny_size).items()
+                 if not args.tiny_workloads or name in args.tiny_workloads.split(",")}
     mxnet_python = os.environ.get("MXREC_BENCH_MXNET_PYTHON")
     rows = [(workload, dtype, threads) for workload in workloads for dtype in ("float32", "uint8")
             for threads in (1, 2)]
@@ -187,8 +202,10 @@ def tiny_main(args: argparse.Namespace) -> int:
             ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
             print(f"{number:5} {workload:10} {dtype:7} {threads:3} {wall:8.0f} {1e6 / cpu:6.1f} {show(mx_wall, 8)} "
                   f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio}", flush=True)
-    print(f"\nbest of {args.rounds} rounds; f: serial fraction (Amdahl, from 1 -> 2 threads), "
-          "64: projected images/s on 64 threads")
+    decode = bare_decode_us(rec)
+    print(f"\nbest of {args.rounds} rounds; f: serial fraction (Amdahl, from 1 -> 2 threads), 64: projected "
+          f"images/s on 64 threads; on 1 thread, f: the share of a sample's CPU time outside the decoder "
+          f"(bare decoding: {decode:.1f} us/img), an upper bound on the GIL's")
     print(f"{'workload':10} {'dtype':7} {'thr':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} {'us/img':>6} "
           f"{'ratio':>6} {'f':>5} {'64 thr':>8}  bar")
     failed = False
@@ -197,6 +214,9 @@ def tiny_main(args: argparse.Namespace) -> int:
         wall, cpu, mx_wall, mx_cpu = best[row]
         ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
         extra, bar = "", ""
+        if threads == 1:
+            serial = max(0.0, 1 - decode * cpu / 1e6)
+            extra = f"{serial:5.2f} {wall / (serial + (1 - serial) / 64):8.0f}"
         if threads == 2:
             serial, projected = amdahl(best[workload, dtype, 1][0], wall)
             extra = f"{serial:5.2f} {projected:8.0f}"
@@ -306,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="ImageRecordIter alone on tiny 32x32 images")
     parser.add_argument("--tiny-size", type=int, default=32, help="side of the --tiny JPEGs (the issue's: 16)")
     parser.add_argument("--tiny-rec", default="", help="default: bench-data/tiny<size>.rec")
+    parser.add_argument("--tiny-workloads", default="", help="comma-separated: tiny-val,tiny-crop,tiny-cifar (all)")
     args = parser.parse_args(argv)
     if args.tiny:
         return tiny_main(args)

@@ -10,8 +10,11 @@ the same run (the server and the proxy share the machine's cores with the reader
 * ``S3, N ms``: the first epoch over S3 with the default block shuffle, at 0, 50 and 150 ms per request;
 * ``S3 + cache, 2nd epoch``: the epoch after one that filled a local block cache (no request);
 * ``torch, 2 workers``: ``ImageRecordDataset(preprocess=...)`` + ``DistributedBatchSampler`` +
-  ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms (each worker reads ahead on its own:
-  without a shared disk cache each downloads the blocks it reads).
+  ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms, the workers sharing a fresh block
+  cache (each block downloaded once for both), and at 150 ms without one (each worker reads ahead on its own, so
+  each downloads the blocks it reads).
+
+The local file is read first and last (the busier of the two runs is not the anchor).
 
 Columns: images/s, the ratio to the anchor of the row's bar (the 0-ms first epoch, or the local file), GETs of the
 ``.rec`` per epoch and per record, bytes fetched over the file's size, and the most bytes the reader held at once
@@ -78,13 +81,14 @@ def iterate(path: str, options: dict | None, cache: str | None = None, epochs: i
     return times, it.reader
 
 
-def torch_epoch(path: str, options: dict) -> float:
-    """Seconds of one epoch through the torch batch path with 2 workers."""
+def torch_epoch(path: str, options: dict, cache: str | None = None) -> float:
+    """Seconds of one epoch through the torch batch path with 2 workers (sharing ``cache`` when given)."""
     from torch.utils.data import DataLoader
 
     from mxrec.torch import DistributedBatchSampler, ImageRecordDataset, batch_collate
 
-    dataset = ImageRecordDataset(path, storage_options=options, preprocess=dict(data_shape=SHAPE, rand_crop=True))
+    dataset = ImageRecordDataset(path, storage_options=options, cache_dir=cache,
+                                 preprocess=dict(data_shape=SHAPE, rand_crop=True))
     sampler = DistributedBatchSampler(dataset, BATCH, shuffle=True, seed=1, rank=0, world_size=1)
     loader = DataLoader(dataset, batch_sampler=sampler, num_workers=2, collate_fn=batch_collate,
                         multiprocessing_context="fork")
@@ -94,17 +98,45 @@ def torch_epoch(path: str, options: dict) -> float:
     return time.perf_counter() - start
 
 
+def quality(count: int, record_bytes: float) -> None:
+    """The shuffle quality table: orders of a class-sorted set of ``count`` records of ``record_bytes`` bytes."""
+    labels = np.arange(count) // RUN
+    nbytes = int(count * record_bytes)
+    settings = [("global shuffle", 0, 1)]
+    for block_bytes, window_bytes in ((256 << 10, 128 << 20), (256 << 10, 32 << 20), (256 << 10, 64 << 20),
+                                      (1 << 20, 128 << 20), (4 << 20, 32 << 20)):
+        block = blocks_of(count, nbytes, block_bytes)
+        window = window_of(block, record_bytes, window_bytes)
+        default = {(256 << 10, 128 << 20): " (default)", (4 << 20, 32 << 20): " (the old sizes)"}.get(
+            (block_bytes, window_bytes), "")
+        settings.append((f"{block_bytes >> 10} KiB blocks, {window_bytes >> 20} MiB open{default}", block, window))
+    print(f"\nshuffle quality: {count:,} class-sorted records ({len(set(labels.tolist())):,} labels, runs of {RUN}) "
+          f"of {record_bytes / 1000:.0f} KB; distinct labels per batch of {BATCH} against a global shuffle's "
+          "(bar >= 0.9x with <= records/8 requests); each block is one request, read once")
+    header = f"{'order':36} {'records/block':>13} {'open':>5} {'labels/batch':>12} {'ratio':>7} {'requests/record':>16}"
+    print(header)
+    print("-" * len(header))
+    for name, block, window in settings:
+        figures = [mixing(labels, epoch_order(count, shuffle=True, seed=s, epoch=0, shuffle_block=block,
+                                              shuffle_window=window), BATCH) for s in range(3)]
+        per_batch = float(np.mean([m.per_batch for m in figures]))
+        requests = 1.0 if block == 0 else 1 / block
+        print(f"{name:36} {block or 1:13} {window if block else '-':>5} {per_batch:12.1f} "
+              f"{per_batch / figures[0].global_per_batch:6.2f}x {requests:16.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=2000, help="records (default %(default)s)")
     parser.add_argument("--bandwidth", type=float, default=200e6, help="bytes/s of the proxy's link")
     parser.add_argument("--no-torch", action="store_true", help="leave out the torch rows")
+    parser.add_argument("--quality-records", type=int, default=200_000, help="records of the shuffle-quality table")
     args = parser.parse_args(argv)
     budget = RequestPolicy().memory
     rows: list[tuple] = []
     with tempfile.TemporaryDirectory(prefix="mxrec-bench-") as folder, S3Server() as server:
         local = Path(folder) / "sorted.rec"
-        labels = build(local, args.images)
+        build(local, args.images)
         size = local.stat().st_size
         bucket = server.create_bucket()
         server.put_object(bucket, "sorted.rec", local.read_bytes())
@@ -138,15 +170,19 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(("S3 + cache, 2nd epoch", times[1], len(proxy.log.since(mark, key="sorted.rec")),
                              None, None, "local"))
             if not args.no_torch:
-                for latency in (0.0, 0.15):
+                for latency, shared in ((0.0, True), (0.15, True), (0.15, False)):
                     proxy.latency = latency
-                    measured(f"torch, 2 workers, {latency * 1000:.0f} ms", lambda: (torch_epoch(url, options), None),
-                             "torch, 0 ms")
+                    with tempfile.TemporaryDirectory(prefix="mxrec-cache-") as cache:
+                        name = f"torch, 2 workers, {latency * 1000:.0f} ms, {'shared cache' if shared else 'no cache'}"
+                        measured(name, lambda cache=cache, shared=shared: (
+                            torch_epoch(url, options, cache if shared else None), None), "torch, 0 ms")
+        rows.append(("local file, again", iterate(str(local), None)[0][0], None, None, None, "-"))
         server.delete_bucket(bucket)
 
     rates = {row[0]: args.images / row[1] for row in rows}
-    anchors = {"S3, 0 ms": rates["S3, 0 ms, first epoch"], "local": rates["local file (mmap, global shuffle)"],
-               "torch, 0 ms": rates.get("torch, 2 workers, 0 ms", float("nan"))}
+    anchors = {"S3, 0 ms": rates["S3, 0 ms, first epoch"],
+               "local": max(rates["local file (mmap, global shuffle)"], rates["local file, again"]),
+               "torch, 0 ms": rates.get("torch, 2 workers, 0 ms, shared cache", float("nan"))}
     print(f"{args.images} class-sorted 256-px JPEGs ({size / 1e6:.1f} MB), batches of {BATCH} at {SHAPE}, 2 decode "
           f"threads; loopback S3 (moto) behind a proxy capped at {args.bandwidth / 1e6:.0f} MB/s; memory budget "
           f"{budget >> 20} MiB")
@@ -162,26 +198,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{f'{fetched:.3f}x' if fetched is not None else '-':>10} "
               f"{f'{peak:.2f}' if peak is not None else '-':>11}")
 
-    record_bytes = size / args.images
-    orders = {"global shuffle": (0, 1)}
-    block = blocks_of(args.images, size)
-    orders[f"default: {block} records/block, {window_of(block, record_bytes)} open"] = (
-        block, window_of(block, record_bytes))
-    old = blocks_of(args.images, size, 4 << 20)
-    orders[f"before: 4 MiB blocks ({old} records), 8 a window"] = (old, 8)
-    print(f"\nshuffle quality on the same set ({len(set(labels.tolist()))} labels, runs of {RUN}): distinct labels "
-          f"per batch of {BATCH} against a global shuffle's (bar >= 0.9x, <= records/8 requests, bytes <= 1.1x)")
-    header = f"{'order':44} {'labels/batch':>12} {'ratio':>7} {'requests/record':>16} {'window MB':>10}"
-    print(header)
-    print("-" * len(header))
-    for name, (block, window) in orders.items():
-        figures = [mixing(labels, epoch_order(len(labels), shuffle=True, seed=s, epoch=0, shuffle_block=block,
-                                              shuffle_window=window), BATCH) for s in range(3)]
-        per_batch = np.mean([m.per_batch for m in figures])
-        requests = 1.0 if block == 0 else 1 / block
-        window_mb = "-" if block == 0 else f"{block * window * record_bytes / 1e6:.1f}"
-        print(f"{name:44} {per_batch:12.1f} {per_batch / figures[0].global_per_batch:6.2f}x {requests:16.3f} "
-              f"{window_mb:>10}")
+    quality(args.quality_records, size / args.images)
     return 0
 
 

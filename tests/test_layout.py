@@ -24,6 +24,7 @@ TOP_LEVEL = {
     "recordio": {"errors", "format", "storage", "io", "image"},
     "__init__": {"*"},
     "__main__": {"cli"},
+    "grain": {"errors", "datasets", "io", "train"},  # mxrec.grain: Grain over mxrec's datasets and decoding
 }
 SUBPACKAGE_OF = re.compile(r"^mxrec\.(\w+)")
 

@@ -141,3 +141,17 @@ def test_sharded_pack_under_faults_is_exact(s3_proxy, s3_bucket, images, tmp_pat
     assert s3_proxy.faults.pending == []
     done = mxrec(s3_proxy, "info", f"s3://{s3_bucket}/one.manifest.json", "--json")
     assert done.returncode == 0 and '"records": 10' in done.stdout, done.stdout + done.stderr
+
+
+def test_convert_whose_publish_and_cleanup_fail_prints_the_cause_then_the_leftovers(s3_proxy, s3_bucket, dataset):
+    """Was: ``convert``'s cleanup error replaced the real cause (a failed move) and named no URL."""
+    s3_proxy.faults.fail_always(503, method="PUT", key="out_00001.rec")
+    s3_proxy.faults.fail_always(503, method="DELETE", match=lambda r: "staging" not in r.path)
+    done = mxrec(s3_proxy, "convert", dataset, f"s3://{s3_bucket}/out.rec", "--shard-size", "10", "--no-progress")
+    lines = error_lines(done)
+    assert done.returncode == 2 and len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"mxrec convert: error: s3://{s3_bucket}/out_00001.rec: moving ")
+    assert lines[1].startswith("  cleanup: could not remove ") and f"s3://{s3_bucket}/out_00000.rec" in lines[1]
+    s3_proxy.faults.clear()
+    done = mxrec(s3_proxy, "info", f"s3://{s3_bucket}/out_*.rec")
+    assert done.returncode == 2 and "being written" in error_lines(done)[0] and "records" not in done.stdout

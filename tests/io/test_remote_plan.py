@@ -113,6 +113,9 @@ def test_a_block_shuffled_epoch_is_read_ahead_each_block_once_within_the_budget(
         assert window.stats["peak_bytes"] <= memory
     else:  # the budget is below the window: no read-ahead past it, and blocks in use are still read once
         assert window.stats["peak_bytes"] <= memory + 5 * 40 * 1500
+    mark = s3_server.log.mark()
+    assert sorted(epoch_records(reader, sampler, epoch=1)) == sorted(payloads())  # the next epoch: its own order
+    assert len(s3_server.log.since(mark, method="GET", key="sorted.rec")) <= blocks + 2
 
 
 def test_read_ahead_finds_the_epoch_of_a_resumed_run(s3_server, s3_bucket, local):
@@ -160,3 +163,17 @@ def test_processes_sharing_a_cache_download_each_block_once(s3_server, s3_bucket
     cache_blocks = -(-local.stat().st_size // reader.file.cache.block_size)
     assert sum(r.sent for r in fetched) == local.stat().st_size and len(fetched) <= cache_blocks, \
         s3_proxy.log.summary()
+
+
+def test_a_pickled_reader_reads_ahead_where_it_arrives(s3_server, s3_bucket, local):
+    import pickle
+
+    url = upload_indexed(s3_server, s3_bucket, local, name="sorted.rec")
+    reader = RecordReader(url, storage_options=s3_server.storage_options())
+    sampler = BatchSampler(N, 64, order=reader.epoch_order(shuffle=True, seed=6, shuffle_block=40, shuffle_window=5),
+                           last_batch="partial")
+    reader.follow(sampler.read_plan(128))
+    worker = pickle.loads(pickle.dumps(reader))  # as a spawned DataLoader worker gets it
+    worker.follow(sampler.read_plan(128))  # (the plan each batch carries: already followed)
+    assert sorted(epoch_records(worker, sampler)) == sorted(payloads())
+    assert worker._window.stats["ahead"] > 0

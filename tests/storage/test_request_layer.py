@@ -23,7 +23,7 @@ from testkit.proxy import ProxyFault
 
 DATA = bytes(range(256)) * 400  # 100 KiB
 FAST = RequestPolicy(attempts=4, backoff=0.01, max_backoff=0.05, connect_timeout=2, read_timeout=0.5, deadline=20)
-STALL = 4.0  # seconds a stalled answer is held: eight read time-outs
+STALL = 8.0  # seconds a stalled answer is held: sixteen read time-outs
 
 
 @pytest.fixture
@@ -187,9 +187,12 @@ def test_what_the_back_ends_raise_is_classified(store, request):
 
 
 def test_what_webhdfs_raises_is_classified(hdfs, webhdfs_proxy):
+    """Regression: fsspec raises a bare ``RuntimeError`` for a name node's 500 (a ``RemoteException``): it was
+    taken for permanent, and one 500 failed a read."""
     url, storage = hdfs
     fs, path = filesystem(url, storage)
-    for fault, role in [(ProxyFault("status", status=503), "namenode"), (ProxyFault("reset", after=1000), "datanode"),
+    for fault, role in [(ProxyFault("status", status=503), "namenode"), (ProxyFault("status", status=500), "namenode"),
+                        (ProxyFault("status", status=500), "datanode"), (ProxyFault("reset", after=1000), "datanode"),
                         (ProxyFault("truncate"), "datanode"), (ProxyFault("stall", seconds=2.0), "datanode"),
                         (ProxyFault("stall", seconds=2.0), "namenode")]:
         webhdfs_proxy.faults.arm(fault, 1, role=role)

@@ -8,6 +8,8 @@
   with a request log to count against and fault knobs; :mod:`testkit.fixtures` makes them pytest fixtures.
 * :mod:`testkit.proxy`: a fault-injecting HTTP proxy before those servers (5xx storms, resets, truncated bodies
   and heads, stalls, latency, bandwidth caps; deterministic or from seeded random profiles).
+* :mod:`testkit.soak`: every operation on remote data under a fault profile, each judged ok / error / wrong /
+  hang / unclear (``tests/io/test_soak.py``, ``benchmarks/bench_faults.py``).
 * :mod:`testkit.browser`: a real headless chromium for the HTML pages (``browser`` fixture, ``open_page``).
 * :mod:`testkit.ranks`: real ``torch.distributed`` (gloo) rank processes on loopback.
 * :mod:`testkit.ray_cluster`: a real local Ray cluster on loopback (``ray_cluster``, ``ray_driver``, ``ray_local``

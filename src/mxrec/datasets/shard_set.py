@@ -509,5 +509,10 @@ class ShardSetReader(Records):
         state["_positions"] = None
         return state
 
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._window is not None:  # (a window arrives without where its blocks are)
+            self._window.locate_with(self._pieces)
+
     def __repr__(self) -> str:
         return f"ShardSetReader({self.path!r}, {len(self.shards)} shards, {len(self)} records)"

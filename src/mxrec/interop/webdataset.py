@@ -45,15 +45,14 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError
+from mxrec.interop.formats import BufferStream, Format
 from mxrec.interop.record import Payload, Record, foreign_record
-from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
 from mxrec.storage.write_behind import WriteBehind
 
-FORMAT = "webdataset"
-SUFFIX = ".tar"
-EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
-INDEX_SUFFIX = ""  # no index file beside a shard
+# reading and writing need only the standard library; the extra brings the library the tars are made for
+FORMAT = Format(name="webdataset", title="WebDataset", module=__name__, suffixes=(".tar",), extra="webdataset",
+                loading='`wds.WebDataset(sorted(glob("DIR/*.tar")), shardshuffle=100)`')
 _to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one a call
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE

@@ -17,7 +17,7 @@ many records, local or remote: a consumer hands it a batch's positions and
 gets the payloads, as cheaply as the storage allows (views into the mapping of
 a local file, coalesced ranged reads of a remote one). How a dataset likes to
 be ordered is the reader's to say too (:meth:`Records.epoch_order`: global
-shuffles where random access is cheap, blocks of about 4 MiB where every jump
+shuffles where random access is cheap, small blocks in a wide window where every jump
 costs a request), and it gets ready for the reads an epoch plans when it is
 given the plan (:meth:`Records.follow`), so no consumer asks where the bytes
 live; what reading cost the storage so far, :meth:`Records.io_stats` says

@@ -222,6 +222,8 @@ class RemoteRecordReader(Records):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._table = memoryview(self.offsets)
+        if self._window is not None and self._followed is not None:  # its own window (a shard's is its set's)
+            self._window.locate_with(self.pieces)
 
     def _check_open(self) -> None:
         if self._closed:

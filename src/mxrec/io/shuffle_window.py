@@ -241,8 +241,13 @@ class ShuffleWindow:
             if epoch.last[number] < self._low:
                 epoch.next += 1
                 continue
-            pieces = [(owner, size, fetch) for owner, size, fetch in self._locate(number)
-                      if (owner, number) not in self._blocks and (owner, number) not in self._inflight]
+            pieces = []
+            for owner, size, fetch in self._locate(number):
+                key = (owner, number)
+                if key in self._blocks:
+                    self._loaded[key] = epoch.epoch  # held since an epoch before: kept for this one
+                elif key not in self._inflight:
+                    pieces.append((owner, size, fetch))
             size = sum(p[1] for p in pieces)
             if pieces and self._held + self._ahead_bytes + size > self.budget:
                 return
@@ -294,6 +299,8 @@ class ShuffleWindow:
                 data = self._blocks.get(key)
                 if data is not None:
                     self._blocks.move_to_end(key)
+                    if self._current is not None and key in self._loaded:  # (read in an epoch before, again now)
+                        self._loaded[key] = self._current.epoch
                     found[n] = data
                 elif key in self._inflight:
                     theirs[n] = self._inflight[key]

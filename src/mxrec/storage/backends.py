@@ -81,7 +81,8 @@ def prepare(fs: Any, protocol: str, policy: RequestPolicy) -> None:
     """Settle what :func:`configure` cannot say with options, on a new file system ``fs``.
 
     s3fs retries some errors itself (``fs.retries`` attempts): one. fsspec's WebHDFS calls requests without a
-    time-out (a stalled name node would hang forever): every request of its session gets the policy's.
+    time-out (a stalled name node would hang forever): every request of its session gets the policy's, and a 5xx
+    answer raises ``requests.HTTPError`` with its status (fsspec would raise a bare ``RuntimeError`` for a 500).
     """
     if protocol in ("s3", "s3a"):
         fs.retries = 1
@@ -93,7 +94,10 @@ def prepare(fs: Any, protocol: str, policy: RequestPolicy) -> None:
         @functools.wraps(request)
         def bounded(method: str, url: str, **kwargs: Any) -> Any:
             kwargs.setdefault("timeout", timeout)
-            return request(method, url, **kwargs)
+            answer = request(method, url, **kwargs)
+            if answer.status_code >= 500:  # fsspec turns a 500's RemoteException into a RuntimeError: no status
+                answer.raise_for_status()
+            return answer
 
         session.request = bounded
 

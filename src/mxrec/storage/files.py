@@ -2,7 +2,8 @@
 
 The helpers callers use for small files and listings, local or remote alike: :func:`exists`, :func:`isdir`,
 :func:`read_bytes`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`, :func:`listing`,
-:func:`walk`; and :func:`spooled_folder`, a folder of output files written locally wherever it goes. A remote one goes
+:func:`walk`; :func:`local_file`, a path to hand a library that opens files itself; and :func:`spooled_folder`, a
+folder of output files written locally wherever it goes. A remote one goes
 through :mod:`mxrec.storage.remote` (retried, time-limited, checked); a remote :func:`open_input` reads through
 :class:`~mxrec.storage.remote_file.RemoteFile`, so a stream (a ``.lst``, a Parquet footer) is retried and checked
 range by range too.
@@ -13,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import glob as stdlib_glob
 import os
+import posixpath
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +34,20 @@ def exists(path: str, storage_options: StorageOptions = None) -> bool:
     if not is_url(path):
         return os.path.exists(local_path(path))
     return remote.exists(path, storage_options)
+
+
+@contextlib.contextmanager
+def local_file(path: str, storage_options: StorageOptions = None) -> Iterator[str]:
+    """A local path to the file's bytes for the block: ``path`` itself when local, a remote one copied (through
+    :func:`open_input`: retried and checked) into a temporary file, removed after."""
+    if not is_url(path):
+        yield local_path(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="mxrec-copy-", dir=os.environ.get(SPOOL_ENV) or None) as folder:
+        local = os.path.join(folder, posixpath.basename(path.rstrip("/")) or "file")
+        with open_input(path, "rb", storage_options) as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, 8 << 20)
+        yield local
 
 
 def isdir(path: str, storage_options: StorageOptions = None) -> bool:

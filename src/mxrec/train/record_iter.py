@@ -130,10 +130,10 @@ class RecordIterParams:
         Accepted for compatibility; no effect.
     shuffle_block
         *mxrec*: block shuffle, records per block. ``None``: a global shuffle
-        for local data, blocks of about 4 MiB for remote data; ``0`` forces a
+        for local data, blocks of about 256 KiB for remote data; ``0`` forces a
         global shuffle.
     shuffle_window
-        *mxrec*: blocks per shuffle window (records are shuffled within it).
+        *mxrec*: blocks open at once (a sliding window; ``0``: about 128 MiB of them).
     stick_to_shard, pad_last_batch
         *mxrec*: DALI-style fixed contiguous parts per rank, and whether a
         short part is padded with its last record.
