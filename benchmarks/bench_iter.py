@@ -24,11 +24,17 @@ Each runs with float32 and uint8 output on 2 threads. Columns:
   the same iterator settings in MXNet with its default ``ctx`` and with
   ``ctx='cpu'`` and ``OMP_NUM_THREADS=2``.
 
-``--tiny`` measures instead what the per-sample overhead costs: ImageRecordIter alone (no limit, no MXNet) on
-5000 generated 32x32 JPEGs (``bench-data/tiny32.rec``, built on first use), batch 128, 2 threads, float32 and
-uint8, three workloads: ``tiny-val`` (the 32x32 image as it is), ``tiny-crop`` (a random 28x28 crop and
-mirror) and ``tiny-cifar`` (4 pixels of padding, a random 32x32 crop, mirror, brightness). Decoding a tiny
-JPEG costs about as much as the Python around it, so this is where a slower augmenter shows first.
+``--tiny`` measures instead what the per-sample overhead costs (issue 26 section 4): ImageRecordIter on 5000
+generated tiny JPEGs (``--tiny-size`` 32, or 16 as in the issue: ``bench-data/tiny<size>.rec``, built on first
+use), batch 128, on 1 and 2 threads, float32 and uint8, three workloads: ``tiny-val`` (the image as it is),
+``tiny-crop`` (a random crop 4 pixels smaller, and mirror) and ``tiny-cifar`` (4 pixels of padding, a random crop
+back to the size, mirror, brightness). Decoding a tiny JPEG costs about as much as the Python around it, so this
+is where a per-sample cost shows first. With ``MXREC_BENCH_MXNET_PYTHON`` the same settings run in MXNet
+(``ctx='cpu'``, ``OMP_NUM_THREADS`` = the thread count) in the same round, and the table gives mxrec/MXNet.
+Columns: images/s of wall time, microseconds of this process's CPU time per image (every thread), and for
+mxrec the serial fraction ``f`` that Amdahl's law gives for the measured 1-to-2-thread speed-up ``S``
+(``f = 2 / S - 1``) and the rate it projects for 64 threads (``rate_1 / (f + (1 - f) / 64)``). Bar: mxrec
+>= 1.0x MXNet on 2 threads (float32).
 
 Throughput is measured in steady state: the first 8 batches (thread start,
 buffer allocation and first page faults) are not timed, for MXNet as for
@@ -68,11 +74,18 @@ WORKLOADS = {
     "val": dict(resize=256),
 }
 COMMON = dict(data_shape=(3, 224, 224), batch_size=128, **MEAN_STD)
-TINY_WORKLOADS = {
-    "tiny-val": dict(data_shape=(3, 32, 32)),
-    "tiny-crop": dict(data_shape=(3, 28, 28), rand_crop=True, rand_mirror=True, shuffle=True),
-    "tiny-cifar": dict(data_shape=(3, 32, 32), pad=4, rand_crop=True, rand_mirror=True, brightness=0.2, shuffle=True),
-}
+
+
+def tiny_workloads(size: int) -> dict[str, dict]:
+    """The ``--tiny`` workloads for ``size`` x ``size`` images (see the module doc)."""
+    return {
+        "tiny-val": dict(data_shape=(3, size, size)),
+        "tiny-crop": dict(data_shape=(3, size - 4, size - 4), rand_crop=True, rand_mirror=True, shuffle=True),
+        "tiny-cifar": dict(data_shape=(3, size, size), pad=4, rand_crop=True, rand_mirror=True, brightness=0.2,
+                           shuffle=True),
+    }
+
+
 THREADS = 2
 WARMUP = 8  # batches before timing starts: threads started, buffers allocated and first touched
 
@@ -93,14 +106,14 @@ def build_rec(photos: str, rec: str, short_side: int = 256) -> None:
             writer.write(pack(IRHeader(0, float(label), record_id, 0), encode_image(img, ".jpg", 95)), key=record_id)
 
 
-def build_tiny_rec(rec: str, count: int = 5000) -> None:
-    """``count`` generated 32x32 JPEGs (smooth colour blobs and noise, quality 90), 10 classes."""
+def build_tiny_rec(rec: str, count: int = 5000, size: int = 32) -> None:
+    """``count`` generated ``size`` x ``size`` JPEGs (smooth colour blobs and noise, quality 90), 10 classes."""
     rng = np.random.default_rng(0)
     os.makedirs(os.path.dirname(rec) or ".", exist_ok=True)
     with RecordWriter(rec, index=True, atomic=True) as writer:
         for record_id in range(count):
             small = rng.integers(0, 256, (4, 4, 3)).astype(np.uint8)
-            img = cv2.resize(small, (32, 32), interpolation=cv2.INTER_CUBIC).astype(np.int16)
+            img = cv2.resize(small, (size, size), interpolation=cv2.INTER_CUBIC).astype(np.int16)
             img = np.clip(img + rng.integers(-12, 13, img.shape), 0, 255).astype(np.uint8)
             writer.write(pack(IRHeader(0, float(record_id % 10), record_id, 0), encode_image(img, ".jpg", 90)),
                          key=record_id)
@@ -122,27 +135,97 @@ def tiny_rates(params: dict, images: int) -> tuple[float, float]:
         return done / (time.perf_counter() - wall), done / (time.process_time() - cpu)
 
 
+def mxnet_tiny_rates(python: str, params: dict, threads: int, images: int) -> tuple[float, float] | None:
+    """MXNet's ``(wall, cpu)`` images per second for the same parameters (``ctx='cpu'``), or None if it failed."""
+    params = dict(params, images=images, warmup=WARMUP, ctx="cpu", data_shape=list(params["data_shape"]))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    result = subprocess.run([python, os.path.join(HERE, "mxnet_iter_rate.py"), json.dumps(params)],
+                            capture_output=True, text=True, env=env, timeout=600)
+    if result.returncode != 0:
+        print(f"  MXNet failed ({params}): {result.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    return measured["rate"], measured["cpu_rate"]
+
+
+def bare_decode_us(rec: str) -> float:
+    """Microseconds of CPU time per image that decoding alone costs (one ``simplejpeg.decode_jpeg`` call, one
+    thread, as the pipeline decodes a small image): the part of a sample that runs without the GIL."""
+    reader = RecordReader(rec)
+    payloads = [bytes(view[unpack_header(view)[1]:]) for view in map(reader.view, range(len(reader)))]
+    best = math.inf
+    for _ in range(3):
+        start = time.process_time()
+        for payload in payloads:
+            simplejpeg.decode_jpeg(payload, colorspace="BGR")
+        best = min(best, time.process_time() - start)
+    return best / len(payloads) * 1e6
+
+
+def amdahl(one: float, two: float) -> tuple[float, float]:
+    """The serial fraction Amdahl's law gives for the 1- and 2-thread rates, and the rate it projects on 64."""
+    serial = min(1.0, max(0.0, 2 * one / two - 1))
+    return serial, one / (serial + (1 - serial) / 64)
+
+
 def tiny_main(args: argparse.Namespace) -> int:
-    """``--tiny``: ImageRecordIter on tiny images, every round printed, then the best of the rounds."""
-    if not os.path.exists(args.tiny_rec):
-        build_tiny_rec(args.tiny_rec)
-    rows = [(workload, dtype) for workload in TINY_WORKLOADS for dtype in ("float32", "uint8")]
-    best: dict[tuple[str, str], tuple[float, float]] = {}
-    print(f"{args.tiny_rec}; ImageRecordIter on {THREADS} threads, batch 128, {args.images} images a measurement: "
-          "images/s of wall time and of CPU time (this process, every thread)")
-    print(f"{'round':5} {'workload':10} {'dtype':8} {'wall':>8} {'cpu':>8}")
+    """``--tiny``: ImageRecordIter (and MXNet) on tiny images, 1 and 2 threads, every round printed, then the
+    best of the rounds with the serial fraction and the 64-thread projection."""
+    rec = args.tiny_rec or f"bench-data/tiny{args.tiny_size}.rec"
+    if not os.path.exists(rec):
+        build_tiny_rec(rec, size=args.tiny_size)
+    workloads = {name: params for name, params in tiny_workloads(args.tiny_size).items()
+                 if not args.tiny_workloads or name in args.tiny_workloads.split(",")}
+    mxnet_python = os.environ.get("MXREC_BENCH_MXNET_PYTHON")
+    rows = [(workload, dtype, threads) for workload in workloads for dtype in ("float32", "uint8")
+            for threads in (1, 2)]
+    best: dict[tuple, list[float]] = {}  # row -> [wall, cpu, MXNet wall, MXNet cpu]
+    print(f"{rec}; batch 128, {args.images} images a measurement, {os.cpu_count()} CPUs; MXNet: "
+          f"{mxnet_python or 'not run (set MXREC_BENCH_MXNET_PYTHON)'}")
+    header = (f"{'round':5} {'workload':10} {'dtype':7} {'thr':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} "
+              f"{'us/img':>6} {'ratio':>6}")
+    print(header + "   (images/s of wall time; us of CPU time per image, every thread)")
+    show = lambda rate, width: f"{rate:{width}.0f}" if rate else " " * (width - 1) + "-"  # noqa: E731
     for number in range(1, args.rounds + 1):
-        for workload, dtype in rows:
-            params = dict(path_imgrec=args.tiny_rec, batch_size=128, preprocess_threads=THREADS, dtype=dtype,
-                          **MEAN_STD, **TINY_WORKLOADS[workload])
+        for row in rows:
+            workload, dtype, threads = row
+            params = dict(path_imgrec=rec, batch_size=128, preprocess_threads=threads, dtype=dtype,
+                          **MEAN_STD, **workloads[workload])
             wall, cpu = (max(rates) for rates in zip(*(tiny_rates(params, args.images) for _ in range(args.repeat)),
                                                      strict=True))
-            old = best.get((workload, dtype), (0.0, 0.0))
-            best[workload, dtype] = (max(old[0], wall), max(old[1], cpu))
-            print(f"{number:5} {workload:10} {dtype:8} {wall:8.0f} {cpu:8.0f}", flush=True)
-    for (workload, dtype), (wall, cpu) in best.items():
-        print(f"{'best':5} {workload:10} {dtype:8} {wall:8.0f} {cpu:8.0f}")
-    return 0
+            mx_wall = mx_cpu = 0.0
+            if mxnet_python:
+                measured = mxnet_tiny_rates(mxnet_python, params, threads, args.images)
+                mx_wall, mx_cpu = measured or (0.0, 0.0)
+            old = best.setdefault(row, [0.0, 0.0, 0.0, 0.0])
+            best[row] = [max(a, b) for a, b in zip(old, (wall, cpu, mx_wall, mx_cpu), strict=True)]
+            ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
+            print(f"{number:5} {workload:10} {dtype:7} {threads:3} {wall:8.0f} {1e6 / cpu:6.1f} {show(mx_wall, 8)} "
+                  f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio}", flush=True)
+    decode = bare_decode_us(rec)
+    print(f"\nbest of {args.rounds} rounds; f: serial fraction (Amdahl, from 1 -> 2 threads), 64: projected "
+          f"images/s on 64 threads; on 1 thread, f: the share of a sample's CPU time outside the decoder "
+          f"(bare decoding: {decode:.1f} us/img), an upper bound on the GIL's")
+    print(f"{'workload':10} {'dtype':7} {'thr':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} {'us/img':>6} "
+          f"{'ratio':>6} {'f':>5} {'64 thr':>8}  bar")
+    failed = False
+    for row in rows:
+        workload, dtype, threads = row
+        wall, cpu, mx_wall, mx_cpu = best[row]
+        ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
+        extra, bar = "", ""
+        if threads == 1:
+            serial = max(0.0, 1 - decode * cpu / 1e6)
+            extra = f"{serial:5.2f} {wall / (serial + (1 - serial) / 64):8.0f}"
+        if threads == 2:
+            serial, projected = amdahl(best[workload, dtype, 1][0], wall)
+            extra = f"{serial:5.2f} {projected:8.0f}"
+            if mx_wall and dtype == "float32":
+                bar = f">= 1.0x MXNet: {'PASS' if wall >= mx_wall else 'FAIL'}"
+                failed |= wall < mx_wall
+        print(f"{workload:10} {dtype:7} {threads:3} {wall:8.0f} {1e6 / cpu:6.1f} {show(mx_wall, 8)} "
+              f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio} {extra:14}  {bar}")
+    return 1 if failed else 0
 
 
 def limit_rate(payloads: list[bytes], workload: str, dtype: str, images: int) -> float:
@@ -241,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2, help="limit/mxrec alternations per round (best kept)")
     parser.add_argument("--tiny", action="store_true", help="ImageRecordIter alone on tiny 32x32 images")
-    parser.add_argument("--tiny-rec", default="bench-data/tiny32.rec")
+    parser.add_argument("--tiny-size", type=int, default=32, help="side of the --tiny JPEGs (the issue's: 16)")
+    parser.add_argument("--tiny-rec", default="", help="default: bench-data/tiny<size>.rec")
+    parser.add_argument("--tiny-workloads", default="", help="comma-separated: tiny-val,tiny-crop,tiny-cifar (all)")
     args = parser.parse_args(argv)
     if args.tiny:
         return tiny_main(args)

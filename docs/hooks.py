@@ -85,7 +85,7 @@ def on_env(env: Any, config: Any, files: Any) -> Any:
     by_suffix: dict[str, set[str]] = defaultdict(set)
     for identifier in known:
         parts = identifier.split(".")
-        if len(parts) > 2:  # objects in a room; mxrec.X is the same object re-exported
+        if len(parts) > 2:  # objects in a subpackage; mxrec.X is the same object re-exported
             for start in range(1, len(parts)):
                 by_suffix[".".join(parts[start:])].add(identifier)
 

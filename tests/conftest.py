@@ -1,4 +1,4 @@
-"""Shared fixtures: the golden files, and running the ``mxrec`` command line as a user would."""
+"""Shared fixtures: the golden files, and running the ``mxrec`` command line (in-process, or as a user would)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testkit import GOLDEN
-from testkit.cli import run_mxrec
+from testkit.cli import run_cli, run_mxrec
 
 pytest_plugins = ["testkit.fixtures", "testkit.ray_cluster"]
 
@@ -22,7 +22,15 @@ def golden() -> Path:
 
 @pytest.fixture
 def mxrec_cli():
-    """``mxrec_cli(*args)`` runs the command line in a subprocess and returns the CompletedProcess."""
+    """``mxrec_cli(*args)`` runs the command line in this interpreter and returns a CompletedProcess
+    (:func:`testkit.cli.run_cli`): what a command does, without a fresh interpreter for each call."""
+    return run_cli
+
+
+@pytest.fixture
+def mxrec_process():
+    """``mxrec_process(*args)`` runs ``python -m mxrec ARGS`` in a fresh interpreter (:func:`testkit.cli.run_mxrec`):
+    for what only a real process shows (the entry point, signals, what the interpreter prints at exit)."""
     return run_mxrec
 
 

@@ -1,5 +1,5 @@
 """The docs site holds together: the nav lists pages that exist, a new page joins the Guide by itself, every API
-block names a room that exists, the README's links lead to pages, and the README keeps the two newcomer commands.
+block names a subpackage that exists, the README's links lead to pages, and the README keeps the two newcomer commands.
 (`mkdocs build --strict`, run by .ci/run, checks the rendering: broken links and malformed docstrings.)"""
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def test_every_api_block_names_a_module():
         rel = Path(*target.split(".")[1:])
         assert target == "mxrec" or (PACKAGE / rel / "__init__.py").exists() or (PACKAGE / f"{rel}.py").exists(), (
             target)
-    rooms = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
-    assert rooms <= {t.split(".")[1] for t in targets if t.count(".") == 1}, "a room without an API page"
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert subpackages <= {t.split(".")[1] for t in targets if t.count(".") == 1}, "a subpackage without an API page"
 
 
 def test_readme_is_the_front_page():

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import ast
+import inspect
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -215,3 +217,103 @@ def test_one_broken_record_rule_one_definition():
     defining = [rel for rel, t in text.items() if "(ImageDecodeError, HeaderError)" in t]
     assert defining == ["train/pipeline.py"]
     assert (mxrec.ImageDecodeError, mxrec.HeaderError) == pipeline.BROKEN_RECORD_ERRORS
+
+
+def _family(cls: type) -> set[type]:
+    return {cls}.union(*(_family(sub) for sub in cls.__subclasses__()))
+
+
+def _all_errors() -> list[type]:
+    """Every mxrec error class: those of :mod:`mxrec.errors`, those exported, and those defined beside their code."""
+    import mxrec.storage.faults  # noqa: F401  (defines RemoteError's subclasses)
+
+    return sorted(_family(MxrecError), key=lambda cls: cls.__name__)
+
+
+def _own_init(cls: type) -> object | None:
+    """The ``__init__`` mxrec wrote for ``cls`` (its own or inherited), or ``None`` (the built-in one: a message)."""
+    for base in cls.__mro__:
+        if base.__module__.startswith("mxrec") and "__init__" in vars(base):
+            return vars(base)["__init__"]
+    return None
+
+
+def test_one_name_for_a_bad_option_or_parameter():
+    assert OptionError is ParameterError is mxrec.ParameterError
+    assert issubclass(ParameterError, ValueError) and issubclass(ParameterError, TypeError)
+
+
+@pytest.mark.parametrize("cls", _all_errors(), ids=lambda cls: cls.__name__)
+def test_every_error_class_has_the_one_constructor_shape(cls):
+    """A message alone, or ``(path, reason, *, keywords)``: the file or URL first, then what was wrong (a class whose
+    reason is fixed by what it is takes none), anything else by keyword."""
+    init = _own_init(cls)
+    if init is None:
+        assert str(cls("what was wrong")) == "what was wrong"
+        return
+    params = list(inspect.signature(init).parameters.values())[1:]  # without self
+    positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert positional[:1] in (["path"], ["url"]) and positional[1:] in ([], ["reason"]), positional
+    assert all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params), params
+    required = {p.name: 7 for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
+    error = cls("/data/set.rec", *(["what was wrong"] if len(positional) == 2 else []), **required)
+    assert str(error).startswith("/data/set.rec") and isinstance(error, MxrecError)
+
+
+def test_every_error_is_raised_in_its_shape():
+    """Each ``SomeError(...)`` in ``src`` binds to its class's signature: a call in another shape (an older argument
+    order) fails here, not when the fault it reports first happens."""
+    shaped = {cls.__name__: inspect.signature(_own_init(cls)) for cls in _all_errors() if _own_init(cls)}
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name not in shaped or any(isinstance(a, ast.Starred) for a in node.args) or \
+                    any(k.arg is None for k in node.keywords):
+                continue
+            try:
+                shaped[name].bind(None, *node.args, **{k.arg: None for k in node.keywords})
+            except TypeError as exc:
+                wrong.append(f"{path.relative_to(SRC)}:{node.lineno}: {name}: {exc}")
+    assert wrong == []
+
+
+def _bad_mixture(tmp):
+    (tmp / "bad.mix.json").write_text(json.dumps({"sources": [], "seed": "x"}))
+    return open_dataset(str(tmp / "bad.mix.json"))
+
+
+def _bad_manifest(tmp):
+    (tmp / "set.manifest.json").write_text("{not json")
+    return open_dataset(str(tmp / "set.manifest.json"))
+
+
+def _bad_index(tmp):
+    (tmp / "data.idx").write_text("0\tzero\n")
+    return open_dataset(str(tmp / "data.rec"))
+
+
+BAD_OPENS = {
+    "index with a shard set": lambda tmp: open_dataset(str(tmp / "set.manifest.json"), index=str(tmp / "data.idx")),
+    "cache size": lambda tmp: open_dataset(str(tmp / "data.rec"), cache_dir=tmp / "cache", cache_size="12 parsecs"),
+    "request policy": lambda tmp: open_dataset(str(tmp / "data.rec"), requests="attempts=many"),
+    "duplicates": lambda tmp: open_dataset(str(tmp / "data.rec"), duplicates="first"),
+    "two storages": lambda tmp: open_dataset(str(tmp / "data.rec"), storage={}, storage_options={}),
+    "opened twice": lambda tmp: open_dataset(open_dataset(str(tmp / "data.rec")), index=False),
+    "mixture file": _bad_mixture,
+    "manifest": _bad_manifest,
+    "index": _bad_index,
+    "no such file": lambda tmp: open_dataset(str(tmp / "nothing.rec")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_OPENS))
+def test_open_dataset_raises_only_what_mxrec_exports(rec, shards, name):
+    """What ``open_dataset`` raises on bad input a user can catch by a name ``mxrec`` exports (or a built-in)."""
+    with pytest.raises(Exception) as info:  # any class: which one it is, is the point of the test
+        BAD_OPENS[name](rec.parent)
+    raised = type(info.value)
+    assert raised.__module__ == "builtins" or (raised.__name__ in mxrec.__all__ and getattr(mxrec, raised.__name__)
+                                               is raised), f"{raised.__module__}.{raised.__name__}: {info.value}"

@@ -1,9 +1,9 @@
-"""The house rules: each room (subpackage) imports only the rooms its ``__init__`` docstring allows.
+"""The house rules: each subpackage (a layer) imports only the layers its ``__init__`` docstring allows.
 
-A room's docstring says ``May import: :mod:`mxrec.a`, :mod:`mxrec.b` ....`` in one sentence;
-this test reads that line and checks every ``import`` in the room against it,
+A subpackage's docstring says ``May import: :mod:`mxrec.a`, :mod:`mxrec.b` ....`` in one sentence;
+this test reads that line and checks every ``import`` in the subpackage against it,
 so the documented layering and the code cannot drift apart. The top-level
-modules beside the rooms are listed here.
+modules beside the subpackages are listed here.
 """
 
 from __future__ import annotations
@@ -17,29 +17,30 @@ import pytest
 import mxrec
 
 PACKAGE = Path(mxrec.__file__).parent
-ROOMS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-# Modules beside the rooms, and what they may import ("*": anything).
+SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+# Modules beside the subpackages, and what they may import ("*": anything).
 TOP_LEVEL = {
     "errors": set(),
     "recordio": {"errors", "format", "storage", "io", "image"},
     "__init__": {"*"},
     "__main__": {"cli"},
+    "grain": {"errors", "datasets", "io", "train"},  # mxrec.grain: Grain over mxrec's datasets and decoding
 }
-ROOM_OF = re.compile(r"^mxrec\.(\w+)")
+SUBPACKAGE_OF = re.compile(r"^mxrec\.(\w+)")
 
 
-def allowed(room: str) -> set[str]:
-    """The rooms ``room`` may import, from its docstring (or :data:`TOP_LEVEL`)."""
-    if room in TOP_LEVEL:
-        return TOP_LEVEL[room]
-    doc = ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or ""
+def allowed(subpackage: str) -> set[str]:
+    """The subpackages ``subpackage`` may import, from its docstring (or :data:`TOP_LEVEL`)."""
+    if subpackage in TOP_LEVEL:
+        return TOP_LEVEL[subpackage]
+    doc = ast.get_docstring(ast.parse((PACKAGE / subpackage / "__init__.py").read_text())) or ""
     match = re.search(r"May\s+import:(.*?)(?:\.\s|\.\Z|\n\n|\Z)", doc, re.S)  # to the end of that sentence
-    assert match, f"mxrec/{room}/__init__.py: the docstring does not say what the room may import ('May import:')"
+    assert match, f"mxrec/{subpackage}/__init__.py: the docstring does not say what it may import ('May import:')"
     return set(re.findall(r":mod:`mxrec\.(\w+)`", match.group(1))) | ({"*"} if "anything" in match.group(1) else set())
 
 
-def imported_rooms(path: Path) -> set[tuple[str, int]]:
-    """``(room, line)`` for every ``mxrec.*`` import in ``path``."""
+def imported_subpackages(path: Path) -> set[tuple[str, int]]:
+    """``(subpackage, line)`` for every ``mxrec.*`` import in ``path``."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
@@ -48,7 +49,7 @@ def imported_rooms(path: Path) -> set[tuple[str, int]]:
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         for name in names:
-            match = ROOM_OF.match(name)
+            match = SUBPACKAGE_OF.match(name)
             if match:
                 found.add((match.group(1), node.lineno))
     return found
@@ -56,31 +57,40 @@ def imported_rooms(path: Path) -> set[tuple[str, int]]:
 
 def modules() -> list[tuple[str, Path]]:
     out = [(p.stem, p) for p in PACKAGE.glob("*.py")]
-    out += [(room, p) for room in ROOMS for p in (PACKAGE / room).rglob("*.py")]
+    out += [(subpackage, p) for subpackage in SUBPACKAGES for p in (PACKAGE / subpackage).rglob("*.py")]
     return out
 
 
-@pytest.mark.parametrize(("room", "path"), modules(), ids=lambda v: str(v.relative_to(PACKAGE)) if isinstance(v, Path)
-                         else v)
-def test_rooms_import_only_what_their_docstring_allows(room, path):
-    may = allowed(room)
-    wrong = [f"line {line}: mxrec.{other}" for other, line in sorted(imported_rooms(path))
-             if other != room and "*" not in may and other not in may]
-    assert not wrong, f"{path.relative_to(PACKAGE)} ({room}) may import {sorted(may)}, but imports: {wrong}"
+@pytest.mark.parametrize(("subpackage", "path"), modules(),
+                         ids=lambda v: str(v.relative_to(PACKAGE)) if isinstance(v, Path) else v)
+def test_subpackages_import_only_what_their_docstring_allows(subpackage, path):
+    may = allowed(subpackage)
+    wrong = [f"line {line}: mxrec.{other}" for other, line in sorted(imported_subpackages(path))
+             if other != subpackage and "*" not in may and other not in may]
+    assert not wrong, f"{path.relative_to(PACKAGE)} ({subpackage}) may import {sorted(may)}, but imports: {wrong}"
 
 
-def test_every_module_is_in_a_room_or_listed():
+@pytest.mark.parametrize("subpackage", SUBPACKAGES)
+def test_every_subpackage_docstring_lists_its_modules(subpackage):
+    """A newcomer finds a module from its subpackage's ``__init__``: each is named there (``:mod:`mxrec.x.y```)."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / subpackage / "__init__.py").read_text())) or ""
+    held = sorted(p.stem for p in (PACKAGE / subpackage).glob("*.py") if p.name != "__init__.py")
+    missing = [name for name in held if not re.search(rf"mxrec\.{subpackage}\.{name}\b", doc)]
+    assert not missing, f"mxrec/{subpackage}/__init__.py: the docstring does not name {missing}"
+
+
+def test_every_module_is_in_a_subpackage_or_listed():
     loose = {p.stem for p in PACKAGE.glob("*.py")} - set(TOP_LEVEL)
-    assert not loose, f"modules beside the rooms that belong in one: {sorted(loose)}"
+    assert not loose, f"modules beside the subpackages that belong in one: {sorted(loose)}"
 
 
-def test_no_room_shadows_a_public_name():
-    """``mxrec.pack`` is the function: a room named like a public name would replace it on ``import mxrec``."""
+def test_no_subpackage_shadows_a_public_name():
+    """``mxrec.pack`` is the function: a subpackage named like a public name would replace it on ``import mxrec``."""
     import types
 
     modules = [name for name in mxrec.__all__ if isinstance(getattr(mxrec, name), types.ModuleType)]
     assert modules == ["recordio"]
-    assert not set(ROOMS) & set(mxrec.__all__)
+    assert not set(SUBPACKAGES) & set(mxrec.__all__)
 
 
 def module_name(path: Path) -> str:
@@ -128,33 +138,118 @@ def test_no_import_circles_between_files():
     assert not circles, f"import circles: {circles}"
 
 
-def test_only_the_io_rooms_ask_whether_data_is_remote():
+#: Where the bytes live is asked only here (and ``cli`` may, to parse its arguments).
+IO_LAYERS = ("storage", "io", "datasets")
+_STRING_TESTS = {"startswith", "endswith", "partition", "rpartition", "split", "rsplit", "find", "rfind", "index",
+                 "removeprefix", "count"}
+
+#: ``(file, code)``: strings with ``://`` that are not about where data lives.
+NOT_ABOUT_DATA = {
+    ("format/manifest.py", '"://" in name'),  # a manifest's shard must be a name inside its folder: input checked
+    ("ray/session.py", 'address.split("://", 1)'),  # a Ray cluster's address (ray://HOST:PORT), not data
+}
+
+#: ``(file, code)``: the branches on where data lives still outside the I/O layers, each to move behind a function
+#: of storage/io/datasets (issue 25 §4; suggested fixes in the comments). Empty it; never add to it.
+NOT_YET_MOVED = {
+    # interop: sets.spec_files/infer_format could take an io/datasets "expand the spec" function (datasets.shard_set
+    # already expands globs and lists); job.py's .labels beside the input: io.lists.label_names_path + storage
+    # files.exists; the upload staging: storage.commit.Commit (staging for a URL is its business)
+    ("interop/sets.py", "is_url(file)"),
+    ("interop/sets.py", "is_url(p)"),
+    ("interop/sets.py", "is_url(spec)"),
+    ("interop/sets.py", 'spec.partition("://")'),
+    ("interop/huggingface.py", "is_url(target)"),
+    ("interop/job.py", "is_url(rec_path)"),
+    ("interop/job.py", "is_url(candidate)"),
+    ("interop/job.py", "is_url(target)"),
+    ("interop/job.py", "is_url(out.path)"),
+    # doctor: the im2rec property file beside a local .rec: a storage.files read that answers None for a URL
+    ("doctor/dataset_info.py", "is_url(rec_path)"),
+    # probing: block_device could ask storage.filesystem.is_url (storage is below probing), or take local_path()
+    ("probing/machine.py", '"://" in path'),
+    # train: ImageIter's image path under path_root: mxrec.io.lists.image_path(root, name)
+    ("train/image_iter.py", "is_url(self.path_root)"),
+    # ray: local paths made absolute for the workers: mxrec.storage.filesystem.absolute(path); the sizes: a
+    # storage.files size(path); the reads of a remote piece: the Records contract (open_dataset(...).fetch)
+    ("ray/datasource.py", "is_url(shard.rec)"),
+    ("ray/datasource.py", "is_url(idx)"),
+    ("ray/datasource.py", "is_url(ref.rec)"),
+    ("ray/datasource.py", "is_url(piece.rec)"),
+    ("ray/pack.py", "is_url(root)"),
+    ("ray/datasink.py", "is_url(path)"),
+    ("ray/verify_tasks.py", "is_url(rec_path)"),
+}
+
+
+def url_branches(path: Path) -> list[tuple[int, str]]:
+    """``(line, code)`` of each place in ``path`` that asks whether a path is remote: ``is_url(...)``,
+    ``is_remote``, ``"://" in path``, ``path.startswith("s3://")``, ``path.split("://")`` and the like."""
+    text = path.read_text()
+
+    def has_scheme(node: ast.AST) -> bool:
+        values = node.elts if isinstance(node, ast.Tuple) else [node]
+        return any(isinstance(v, ast.Constant) and isinstance(v.value, str) and "://" in v.value for v in values)
+
+    found = [(n, "is_remote") for n, line in enumerate(text.splitlines(), 1) if "is_remote" in line]
+    for node in ast.walk(ast.parse(text)):
+        hit = False
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            hit = name in ("is_url", "is_remote") or (name in _STRING_TESTS and isinstance(node.func, ast.Attribute)
+                                                      and any(has_scheme(a) for a in node.args))
+        elif isinstance(node, ast.Compare):
+            hit = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and has_scheme(node.left)
+        if hit:
+            found.append((node.lineno, ast.get_source_segment(text, node)))
+    return found
+
+
+def test_only_the_io_layers_ask_where_data_lives():
     """Where the bytes live is the business of :mod:`mxrec.storage`, :mod:`mxrec.io` and :mod:`mxrec.datasets`:
-    consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``follow``)."""
-    found = [f"{p.relative_to(PACKAGE)}:{n}" for p in PACKAGE.rglob("*.py")
-             if p.relative_to(PACKAGE).parts[0] not in ("storage", "io", "datasets")
-             for n, line in enumerate(p.read_text().splitlines(), 1) if "is_remote" in line]
-    assert not found, f"is_remote outside the I/O rooms: {found}"
+    consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``follow``) and use their
+    path functions (``join``, ``absolute``, ``shown``, ``image_path``...), which work for a path and a URL alike."""
+    found, seen = [], set()
+    for p in sorted(PACKAGE.rglob("*.py")):
+        rel = p.relative_to(PACKAGE).as_posix()
+        if rel.split("/")[0] in IO_LAYERS:
+            continue
+        for line, code in url_branches(p):
+            if (rel, code) in NOT_ABOUT_DATA | NOT_YET_MOVED:
+                seen.add((rel, code))
+            else:
+                found.append(f"{rel}:{line}: {code}")
+    assert not found, f"asking whether data is remote outside {IO_LAYERS}: {found}"
+    moved = sorted(NOT_YET_MOVED - seen)
+    assert not moved, f"moved (take them off NOT_YET_MOVED in tests/test_layout.py): {moved}"
 
 
-def test_no_room_imports_another_rooms_private_names():
+def test_the_url_branch_check_finds_each_way_to_ask(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('if is_url(p) or "://" in p or p.startswith(("s3://", "gs://")) or p.split("://")[0]:\n'
+                      '    x = reader.is_remote\n'
+                      'print("s3:// or gs:// URLs")\n')  # a message naming schemes is no branch
+    assert [line for line, _ in url_branches(sample)] == [2, 1, 1, 1, 1]
+
+
+def test_no_subpackage_imports_another_subpackages_private_names():
     wrong = []
-    for room, path in modules():
+    for subpackage, path in modules():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                match = ROOM_OF.match(node.module)
+                match = SUBPACKAGE_OF.match(node.module)
                 other = match.group(1) if match else None
                 private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
-                if other and other != room and private:
+                if other and other != subpackage and private:
                     wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.module} {private}")
-    assert not wrong, f"private names of another room: {wrong}"
+    assert not wrong, f"private names of another subpackage: {wrong}"
 
 
 def test_consumers_read_records_through_the_contract():
-    """The training rooms open records through :mod:`mxrec.io` and :mod:`mxrec.datasets`, never through the
+    """The training subpackages open records through :mod:`mxrec.io` and :mod:`mxrec.datasets`, never through the
     storage internals (ranged reads, block caches, memory maps); files that are not records (image files, an
     atomic output) they may still reach through :mod:`mxrec.storage.filesystem` and :mod:`mxrec.storage.atomic`."""
     internals = ("mxrec.storage.remote_file", "mxrec.storage.block_cache", "mxrec.storage.memory_map")
-    wrong = [f"{path.relative_to(PACKAGE)}: {m}" for room, path in modules() if room in ("train", "torch")
+    wrong = [f"{path.relative_to(PACKAGE)}: {m}" for subpackage, path in modules() if subpackage in ("train", "torch")
              for m in sorted(imported_modules(path)) if m.startswith(internals)]
     assert not wrong, f"storage internals imported by a consumer: {wrong}"

@@ -1,6 +1,6 @@
 """mxrec: MXNet RecordIO (``.rec`` / ``.idx``) without MXNet.
 
-The rooms, from the bottom up (each may import only the rooms listed before it):
+The subpackages, in layers from the bottom up (each may import only the layers listed before it):
 
 * :mod:`mxrec.errors`: the ``MxrecError`` hierarchy.
 * :mod:`mxrec.format`: the bytes and text formats, as pure functions (``.rec`` framing, ``IRHeader``,
@@ -25,11 +25,13 @@ from mxrec.datasets.face_set import FaceSet, read_face_set
 from mxrec.datasets.mixture import Mixture, MixtureError, mix
 from mxrec.datasets.opening import open_dataset
 from mxrec.datasets.shard_set import ShardSetReader
-from mxrec.doctor.dataset_info import DatasetInfo, dataset_info
+from mxrec.doctor.dataset_info import DatasetInfo
 from mxrec.doctor.preview import contact_sheet
 from mxrec.doctor.repair import repair_dataset
+from mxrec.doctor.sets import info as dataset_info  # (one file, a shard set, a mixture or an opened dataset)
+from mxrec.doctor.sets import verify as verify_dataset
 from mxrec.doctor.stats import dataset_stats
-from mxrec.doctor.verify_dataset import verify_dataset, verify_recordio
+from mxrec.doctor.verify_dataset import verify_recordio
 from mxrec.errors import (
     CleanupError,
     DuplicateKeyError,

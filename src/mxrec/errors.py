@@ -7,6 +7,11 @@ built-in exception that MXNet-era code would have caught for the same fault
 offset or key, and what was wrong. A missing optional dependency is a
 :class:`MissingExtraError`, made by :func:`missing_extra` (or
 :func:`import_extra`) only, so every such message names the extra to install.
+
+Every class is made in one of two shapes: a message alone, or ``(path, reason, *, keywords)`` -- the file or URL
+first, then what was wrong, anything else (a byte ``offset``, a ``line``, a ``key``) by keyword
+(``tests/test_errors.py`` holds every class and every raise to it). A bad option or parameter value is a
+:class:`ParameterError` (``OptionError`` is the same class, by its older name).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ class MxrecError(Exception):
 class RecordFormatError(MxrecError, ValueError):
     """A ``.rec`` file breaks the RecordIO framing at a given byte offset."""
 
-    def __init__(self, path: str | os.PathLike | None, offset: int, reason: str) -> None:
+    def __init__(self, path: str | os.PathLike | None, reason: str, *, offset: int) -> None:
         self.path = None if path is None else os.fspath(path)
         self.offset = offset
         self.reason = reason
@@ -68,7 +73,7 @@ class DuplicateKeyError(IndexFileError):
 class RecordKeyError(MxrecError, KeyError):
     """A key asked for is not in the index."""
 
-    def __init__(self, path: str | os.PathLike | None, key: object) -> None:
+    def __init__(self, path: str | os.PathLike | None, *, key: object) -> None:
         self.path = None if path is None else os.fspath(path)
         self.key = key
         super().__init__(f"{self.path}: no record with key {key!r} in the index")
@@ -113,9 +118,6 @@ class ListFileError(TextFileError):
     """A ``.lst`` (or CSV) image list has a malformed line."""
 
     placeholder = "<list>"
-
-    def __init__(self, path: str | os.PathLike | None, line: int | None, reason: str) -> None:
-        super().__init__(path, reason, line=line)
 
 
 class ManifestError(MxrecError, ValueError):
@@ -166,36 +168,26 @@ class UnsafePathError(MxrecError, ValueError):
     """A path taken from input data (a ``.lst``, a CSV, a record) would lead outside its root folder."""
 
 
-class OptionError(MxrecError, ValueError):
-    """An option value that cannot work (a ratio outside 0..1, a shard size of 0, ...)."""
-
-
 class PackError(MxrecError, RuntimeError):
     """A pack job stopped: an image was skipped under ``strict``, or no ``.lst`` matched the prefix."""
 
 
 class ParameterError(MxrecError, ValueError, TypeError):
-    """A pipeline or iterator parameter is unknown, misspelled, out of range, or conflicts with another.
+    """An option or parameter that cannot work: unknown, misspelled, out of range (a ratio outside 0..1, a shard
+    size of 0, ...), or in conflict with another.
 
-    It is a ``TypeError`` too, as Python raises for an unexpected keyword argument.
+    It is a ``ValueError`` and a ``TypeError`` too, as Python raises for a bad value or an unexpected keyword
+    argument.
     """
 
 
-class RemoteError(MxrecError, OSError):
-    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"{url}: {reason}")
-
-    def __str__(self) -> str:  # OSError would format its args differently
-        return f"{self.url}: {self.reason}"
+#: The same class as :class:`ParameterError` (its former name for option values, kept so that ``except
+#: OptionError`` and the raise sites that use it go on working).
+OptionError = ParameterError
 
 
-class CleanupError(MxrecError, OSError):
-    """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
-    message names them."""
+class _StorageError(MxrecError, OSError):
+    """An ``OSError`` about one file or URL, read as ``path: reason``."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
@@ -204,6 +196,20 @@ class CleanupError(MxrecError, OSError):
 
     def __str__(self) -> str:  # OSError would format its args differently
         return f"{self.path}: {self.reason}"
+
+
+class RemoteError(_StorageError):
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
+
+    @property
+    def url(self) -> str:
+        """The URL (the same as :attr:`path`)."""
+        return self.path
+
+
+class CleanupError(_StorageError):
+    """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
+    message names them."""
 
 
 def add_note(exc: BaseException, note: str) -> None:

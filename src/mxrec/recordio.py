@@ -56,10 +56,10 @@ from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_image, encode_image
 from mxrec.io.index import read_index
 from mxrec.io.keys import KeyStore
+from mxrec.io.opener import open_sequential
 from mxrec.io.stream import RecordStream
 from mxrec.io.writer import FORK_GENERATION, RecordWriter
-from mxrec.storage.filesystem import is_url, local_path
-from mxrec.storage.memory_map import map_file, release
+from mxrec.storage.memory_map import release
 
 __all__ = ["IRHeader", "MXIndexedRecordIO", "MXRecordIO", "pack", "pack_img", "unpack", "unpack_img"]
 
@@ -118,11 +118,11 @@ class MXRecordIO:
             self._pending = []
             self.writable = True
         elif self.flag == "r":
-            if is_url(self.uri):
-                self._stream = RecordStream(self.uri)
-                self._stream.file.stat()  # a missing file fails here, as a local one does
+            source = open_sequential(self.uri)  # a missing file fails here, local or remote
+            if isinstance(source, RecordStream):
+                self._stream = source
             else:
-                self._buf = map_file(local_path(self.uri))
+                self._buf = source
             self._cursor = 0
             self.writable = False
         else:
@@ -161,8 +161,8 @@ class MXRecordIO:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
-        if exc_type is not None and self._writer is not None and is_url(self.uri):
-            self._writer.abort()  # nothing that looks finished is uploaded
+        if exc_type is not None and self._writer is not None and self._writer.atomic:
+            self._writer.abort()  # a remote output (uploaded whole): nothing that looks finished is uploaded
             self._writer = None
         self.close()
 
@@ -318,7 +318,7 @@ class MXIndexedRecordIO(MXRecordIO):
         try:
             return index.offset(idx) if type(index) is OffsetMap else index[idx]
         except KeyError:
-            raise RecordKeyError(self.idx_path, idx) from None
+            raise RecordKeyError(self.idx_path, key=idx) from None
 
     def seek(self, idx: object) -> None:
         """Move the read position to the record stored under key ``idx``."""

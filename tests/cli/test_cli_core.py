@@ -79,3 +79,15 @@ def test_verify_index_problems(golden, tmp_path):
 def test_read_index_round_trip(golden):
     index = read_index(golden / "idx" / "ooo.idx")
     assert index.keys == [10, 3, 7, 1000000, 0] and index.offsets.tolist() == [0, 12, 28, 36, 116]
+
+
+def test_python_m_mxrec_answers_as_the_in_process_runner(golden, tmp_path, mxrec_cli, mxrec_process):
+    """The tests run the command line in-process; ``python -m mxrec`` (a fresh interpreter, as users run it) gives
+    the same exit code, output and one-line errors, argparse's own exits included."""
+    calls = [["--version"], [], ["info", golden / "seq" / "seq.rec"], ["info", tmp_path / "missing.rec"],
+             ["verify", golden / "seq" / "damaged" / "truncated_in_data.rec", "--no-progress"],
+             ["pack", "--workers", "0", tmp_path / "x", tmp_path], ["nonsense"]]
+    for args in calls:
+        here, there = mxrec_cli(*args), mxrec_process(*args)
+        assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr), args
+    assert [mxrec_cli(*args).returncode for args in calls] == [0, 2, 0, 2, 1, 2, 2]

@@ -14,6 +14,7 @@ from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
 from mxrec.io.opener import RecordReader
 from testkit.cli import mxrec_env
+from testkit.waiting import wait_for
 
 pytest.importorskip("cv2")
 
@@ -87,10 +88,9 @@ def test_ctrl_c_or_sigterm_stops_workers_and_leaves_no_output(im2rec, tmp_path, 
     job = subprocess.Popen([sys.executable, "-m", "mxrec", "pack", "--encoding", ".png", "-j", "2",
                             str(tmp_path / "big"), str(im2rec / "photos200")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mxrec_env())
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "big.rec.partial").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
+    partial = tmp_path / "big.rec.partial"
+    # the first records are written: the workers are encoding
+    wait_for(lambda: job.poll() is not None or (partial.exists() and partial.stat().st_size > 0), "records written")
     assert job.poll() is None  # still packing
     interrupted = time.monotonic()
     job.send_signal(signum)

@@ -202,6 +202,6 @@ def test_an_opened_dataset_is_used_as_it_is(sets):
 def test_the_description_says_shares_passes_and_offsets(sets):
     text = mix(sets, [0.5, 0.45, 0.05], samples_per_epoch=400, label_offsets="auto").format_text()
     assert "mixture of 3 sources, 400 samples per epoch" in text
-    assert "a.rec: 600 records, weight 0.5, 200 per epoch (0.33x: full cycle every 3 epochs), label offset 0" in text
-    assert "b.rec: 90 records, weight 0.45, 180 per epoch (2.0x repeated), label offset 5" in text
+    assert "a.rec: 600 records, weight 0.5, 200 per epoch (0.33× — full cycle every 3 epochs), label offset 0" in text
+    assert "b.rec: 90 records, weight 0.45, 180 per epoch (2.0× repeated), label offset 5" in text
     assert math.isclose(mix(sets).describe_sources()[0]["passes"], 1.0)

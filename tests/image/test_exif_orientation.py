@@ -21,7 +21,7 @@ from mxrec.format.header import IRHeader, pack
 from mxrec.image.codec import DecodeBuffers, decode_pixels
 from mxrec.image.headers import jpeg_shape
 from mxrec.packing.prepare import ImageTransform
-from testkit.cli import run_mxrec
+from testkit.cli import run_cli
 from testkit.iterdata import gradient_image, write_records
 
 ORIENTATIONS = range(1, 9)
@@ -120,9 +120,9 @@ def test_every_reader_gives_the_oriented_pixels(tmp_path, orientation, decoder):
 
 def test_verify_and_stats_report_the_oriented_size(tmp_path):
     rec = write_records(tmp_path / "all.rec", [pack(IRHeader(0, 0.0, o, 0), exif_jpeg(o)) for o in ORIENTATIONS])
-    stats = json.loads(run_mxrec("stats", rec, "--json", check=True).stdout)
+    stats = json.loads(run_cli("stats", rec, "--json", check=True).stdout)
     assert stats["shapes"] == {f"{WIDTH}x{HEIGHT}x3": 4, f"{HEIGHT}x{WIDTH}x3": 4}
-    checks = json.loads(run_mxrec("verify", rec, "--json", check=True).stdout)["checks"]
+    checks = json.loads(run_cli("verify", rec, "--json", check=True).stdout)["checks"]
     shapes = next(check for check in checks if check["name"] == "shapes")["details"]["shapes"]
     assert shapes == {f"{WIDTH}x{HEIGHT}x3": 4, f"{HEIGHT}x{WIDTH}x3": 4}
 

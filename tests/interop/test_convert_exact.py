@@ -23,7 +23,7 @@ from testkit import GOLDEN
 from testkit.datasets import clean_jpeg, write_indexed
 from testkit.insightface import make_face_set
 
-FORMATS = ["webdataset", "parquet", "tfrecord"]
+FORMATS = ["webdataset", "parquet", "tfrecord", "arrayrecord"]
 SUB = GOLDEN / "im2rec" / "default" / "sub.rec"
 GOLDEN_RECS = sorted(p for p in GOLDEN.rglob("*.rec") if "damaged" not in p.parts)
 
@@ -186,7 +186,7 @@ def test_tar_reader_takes_long_names_folders_and_pax(tar_format, tmp_path):
             info = tarfile.TarInfo(name)
             info.size = n * 700
             tar.addfile(info, io.BytesIO(bytes([n]) * info.size))
-    from mxrec.interop.sets import BufferStream
+    from mxrec.interop.formats import BufferStream
 
     for stream in (io.BytesIO(buffer.getvalue()), BufferStream(buffer.getvalue())):  # a file; a mapped file (views)
         got = list(iter_members(stream, "t.tar"))

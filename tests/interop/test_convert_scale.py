@@ -25,7 +25,8 @@ SUB = GOLDEN / "im2rec" / "default" / "sub.rec"
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    """Every file of a converted set, its .mxrec/ (manifest, index files) included."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("fmt", ["webdataset", "tfrecord"])
@@ -52,7 +53,7 @@ def test_shard_set_source(tmp_path):
         for position, key in enumerate(reader.keys):
             writer.write(reader[position], key)
     out = mxrec.convert(tmp_path / "set.manifest.json", tmp_path / "pq", target_format="parquet")
-    assert out.records == 50 and len(out.files) == 1
+    assert out.records == 50 and len(out.files) == 17 and not out.notes  # 3 records a shard: 16 and more
     back = tmp_path / "back.rec"
     mxrec.convert(tmp_path / "pq", back)
     assert back.read_bytes() == SUB.read_bytes()
@@ -68,9 +69,9 @@ def test_urls_on_both_sides(s3_server, s3_bucket, tmp_path):
     fs.put_file(str(SUB.with_suffix(".idx")), f"{s3_bucket}/in/sub.idx")
     out = mxrec.convert(f"s3://{s3_bucket}/in/sub.rec", f"s3://{s3_bucket}/out", target_format="webdataset",
                         shard_size=25, storage_options=options)
-    assert out.manifest == f"s3://{s3_bucket}/out/sub.convert.json"
-    assert sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{s3_bucket}/out")) == [
-        "sub.convert.json", "sub_00000.tar", "sub_00001.tar"]
+    assert out.manifest == f"s3://{s3_bucket}/out/.mxrec/sub.convert.json"
+    assert sorted(p.split("/out/", 1)[1] for p in fs.find(f"{s3_bucket}/out")) == [
+        ".mxrec/sub.convert.json", "sub_00000.tar", "sub_00001.tar"]
     back = tmp_path / "back.rec"
     mxrec.convert(out.manifest, back, storage_options=options)
     assert back.read_bytes() == SUB.read_bytes()
@@ -80,8 +81,13 @@ def test_urls_on_both_sides(s3_server, s3_bucket, tmp_path):
 def test_formats_come_from_names_or_flags(tmp_path):
     with pytest.raises(OptionError, match="--from/--to"):
         mxrec.convert(SUB, tmp_path / "somewhere")
-    out = mxrec.convert(SUB, tmp_path / "x" / "train.tfrecord")
-    assert out.target_format == "tfrecord" and Path(out.files[0]).name == "train_00000.tfrecord"
+    out = mxrec.convert(SUB, tmp_path / "x" / "train.tfrecord")  # one file, under the name asked for
+    assert out.target_format == "tfrecord" and [Path(f).name for f in out.files] == ["train.tfrecord"]
+    sharded = mxrec.convert(SUB, tmp_path / "y" / "train.tfrecord", shard_size=25)  # shards named after it
+    assert [Path(f).name for f in sharded.files] == ["train_00000.tfrecord", "train_00001.tfrecord"]
+    for given in (out.files[0], tmp_path / "y" / "train.tfrecord", out.manifest):  # each finds its set's manifest
+        back = mxrec.convert(given, tmp_path / "back.rec")
+        assert back.records == 50 and (tmp_path / "back.rec").read_bytes() == SUB.read_bytes()
     with pytest.raises(OptionError, match="folder converts to and from RecordIO only"):
         mxrec.convert(tmp_path / "x", tmp_path / "y", source_format="folder", target_format="parquet")
 
@@ -125,7 +131,7 @@ def test_sigterm_leaves_nothing_that_looks_whole(workers, tmp_path):
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until shards are being written
-            staged = list(out.glob(".big.staging-*/*.parquet")) if out.exists() else []
+            staged = list(out.glob(".mxrec/.big.staging-*/*.parquet")) if out.exists() else []
             if len(staged) >= 2:
                 break
             assert job.poll() is None, job.communicate()
@@ -146,7 +152,7 @@ def test_sigterm_leaves_nothing_that_looks_whole(workers, tmp_path):
 def test_a_finished_set_replaces_an_old_manifest(tmp_path):
     mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset", shard_size=10)
     mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset", shard_size=25)
-    manifest = json.loads((tmp_path / "wds" / "sub.convert.json").read_text())
+    manifest = json.loads((tmp_path / "wds" / ".mxrec" / "sub.convert.json").read_text())
     assert [s["records"] for s in manifest["shards"]] == [25, 25]
 
 
@@ -157,11 +163,13 @@ def test_a_rerun_into_the_same_name_leaves_no_stale_shards(fmt, tmp_path):
     target = tmp_path / "out" / "sub.rec" if fmt == "recordio" else tmp_path / "out"
     source = tmp_path / "back.rec"
     mxrec.convert(SUB, target, target_format=fmt, shard_size=10)
-    assert len(list((tmp_path / "out").iterdir())) >= 6  # five shards (and their indexes) and a manifest
+    assert len(list((tmp_path / "out").rglob("*"))) >= 6  # five shards (and their indexes) and a manifest
     second = mxrec.convert(SUB, target, target_format=fmt, shard_size=25)
-    left = sorted(p.name for p in (tmp_path / "out").iterdir())
-    expected = sorted([*(Path(f).name for f in second.files), Path(second.manifest).name,
-                       *(Path(f).name + ".idx" for f in second.files if fmt == "tfrecord"),
+    out = tmp_path / "out"
+    left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    meta = "" if fmt == "recordio" else ".mxrec/"
+    expected = sorted([*(Path(f).name for f in second.files), meta + Path(second.manifest).name,
+                       *(f"{meta}{Path(f).name}.idx" for f in second.files if fmt == "tfrecord"),
                        *(Path(f).with_suffix(".idx").name for f in second.files if fmt == "recordio")])
     assert left == expected
     if fmt != "recordio":  # the folder, as a reader finds it, is the new set

@@ -1,5 +1,5 @@
 """DALI's TFRecord reader (``fn.readers.tfrecord``, on the CPU: no GPU needed) reads the TFRecord sets mxrec writes,
-through the ``.tfrecord.idx`` files beside them: every image, label, size and key, in order, two shards at once.
+through the ``.tfrecord.idx`` files in its ``.mxrec/``: every image, label, size and key, in order, two shards at once.
 
 DALI (``nvidia-dali-cuda120``, about 1 GB installed) lives in a virtual environment of its own, which ``.ci/run``
 makes and names in ``MXREC_DALI_PYTHON``; the reading script runs there, in a subprocess. Without it the test is
@@ -24,7 +24,7 @@ from testkit import GOLDEN
 SUB = GOLDEN / "im2rec" / "default" / "sub.rec"  # 50 JPEG photos written by MXNet's im2rec
 
 READ_WITH_DALI = r"""
-import json, sys
+import json, os, sys
 import numpy as np
 import nvidia.dali.fn as fn
 import nvidia.dali.tfrecord as tfrec
@@ -40,8 +40,9 @@ features = {"image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
 
 @pipeline_def(batch_size=1, num_threads=1, device_id=None)  # the CPU only
 def read():
-    out = fn.readers.tfrecord(path=files, index_path=[f + ".idx" for f in files], features=features,
-                              random_shuffle=False, name="tfrecord")
+    indexes = [os.path.join(os.path.dirname(f), ".mxrec", os.path.basename(f) + ".idx") for f in files]
+    out = fn.readers.tfrecord(path=files, index_path=indexes, features=features, random_shuffle=False,
+                              name="tfrecord")
     return tuple(out[name] for name in features)
 
 pipe = read()

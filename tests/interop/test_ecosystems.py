@@ -109,7 +109,7 @@ def test_parquet_row_groups_are_bounded(tmp_path, monkeypatch):
     from mxrec.interop import parquet
 
     monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 8)
-    out = mxrec.convert(SUB, tmp_path / "pq", target_format="parquet")
+    out = mxrec.convert(SUB, tmp_path / "pq" / "sub.parquet")
     meta = pq.ParquetFile(out.files[0]).metadata
     assert meta.num_rows == 50 and meta.num_row_groups == 7
     assert max(meta.row_group(g).num_rows for g in range(meta.num_row_groups)) == 8
@@ -146,14 +146,14 @@ def test_datasets_dataset_round_trip_in_python(sub_with_names, tmp_path):
 
 def test_tfrecord_package_reads_what_mxrec_writes(sub_with_names, tmp_path):
     reader_module = pytest.importorskip("tfrecord.reader")
-    out = mxrec.convert(sub_with_names, tmp_path / "tf", target_format="tfrecord")
+    out = mxrec.convert(sub_with_names, tmp_path / "tf" / "sub.tfrecord")
     examples = list(reader_module.tfrecord_loader(out.files[0], None))
     expected = golden_records()
     assert len(examples) == len(expected)
     # the index beside each file (DALI's index_path): the package's loader reads record ranges through it
-    index = out.files[0] + ".idx"
-    manifest = json.loads((tmp_path / "tf" / "sub.convert.json").read_text())
-    assert manifest["shards"][0]["index"] == "sub_00000.tfrecord.idx"
+    manifest = json.loads((tmp_path / "tf" / ".mxrec" / "sub.convert.json").read_text())
+    assert manifest["shards"][0]["index"] == ".mxrec/sub.tfrecord.idx"
+    index = str(tmp_path / "tf" / manifest["shards"][0]["index"])
     split = list(reader_module.tfrecord_loader(out.files[0], index, shard=(1, 2)))
     assert [bytes(e["image/encoded"]) for e in split] == [image for *_, image in expected[25:]]
     for example, (key, label, id_, image) in zip(examples, expected, strict=True):
@@ -184,7 +184,7 @@ def test_tfrecord_package_writes_mxrec_converts(tmp_path):
 
 
 def test_tfrecord_bad_checksum_names_file_and_offset(tmp_path):
-    out = mxrec.convert(SUB, tmp_path / "tf", target_format="tfrecord")
+    out = mxrec.convert(SUB, tmp_path / "tf" / "sub.tfrecord")
     data = bytearray(Path(out.files[0]).read_bytes())
     data[40] ^= 0xFF
     bad = tmp_path / "bad.tfrecord"
@@ -228,12 +228,12 @@ def test_non_images_and_broken_images_are_carried_and_reported(tmp_path):
 
 
 def test_info_on_foreign_sets(mxrec_cli, tmp_path):
-    mxrec.convert(SUB, tmp_path / "wds", target_format="webdataset")
+    mxrec.convert(SUB, tmp_path / "wds" / "sub.tar")
     shown = mxrec_cli("info", tmp_path / "wds", "--json", check=True)
     info = json.loads(shown.stdout)
     assert (info["format"], info["records"], info["classes"], info["kinds"]) == ("webdataset", 50, 10, {"jpeg": 50})
-    (tmp_path / "wds" / "sub.convert.json").unlink()  # no manifest: read the samples
-    info = json.loads(mxrec_cli("info", tmp_path / "wds" / "sub_00000.tar", "--json", check=True).stdout)
+    (tmp_path / "wds" / ".mxrec" / "sub.convert.json").unlink()  # no manifest: read the samples
+    info = json.loads(mxrec_cli("info", tmp_path / "wds" / "sub.tar", "--json", check=True).stdout)
     assert (info["records"], info["classes"], info["kinds"], info["manifest"]) == (50, 10, {"jpeg": 50}, None)
     mxrec.convert(SUB, tmp_path / "pq" / "x.parquet")
     text = mxrec_cli("info", tmp_path / "pq", check=True).stdout
@@ -268,7 +268,7 @@ def test_verify_on_foreign_sets(mxrec_cli, tmp_path):
     write_indexed(tmp_path / "two.rec", range(2), payloads)
     clean = mxrec.convert(SUB, tmp_path / "clean", target_format="tfrecord")
     assert mxrec_cli("verify", clean.manifest).returncode == 0
-    broken = mxrec.convert(tmp_path / "two.rec", tmp_path / "broken", target_format="parquet")
+    broken = mxrec.convert(tmp_path / "two.rec", tmp_path / "broken" / "two.parquet")
     done = mxrec_cli("verify", broken.manifest, "--json")
     assert done.returncode == 1
     found = json.loads(done.stdout)

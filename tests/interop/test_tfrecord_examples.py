@@ -93,7 +93,7 @@ def test_a_record_that_is_no_example_names_the_file_and_offset() -> None:
 
 
 def test_count_records_walks_the_frame_headers_and_names_a_bad_one() -> None:
-    from mxrec.interop.sets import BufferStream
+    from mxrec.interop.formats import BufferStream
 
     frames = b"".join(frame(example(image__encoded=("bytes_list", [bytes(n)]))) for n in range(3))
     for stream in (io.BytesIO(frames), BufferStream(frames)):

@@ -27,7 +27,7 @@ from mxrec.io.shards import ShardedWriter, ShardLimit, add_manifest_checksums, r
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.block_cache import BlockCache
 from testkit import GOLDEN
-from testkit.cli import run_mxrec
+from testkit.cli import run_cli
 from testkit.datasets import random_payloads
 
 N = 3000
@@ -148,7 +148,7 @@ def test_golden_mxnet_files_without_checksums_read_as_before_and_index_adds_them
     shutil.copy(GOLDEN / "im2rec" / "default" / "sub.idx", tmp_path / "g.idx")
     before = [RecordReader(rec)[i] for i in range(5)]
     assert RecordReader(rec)._verifier is None
-    done = run_mxrec("index", rec, "--checksums-only")
+    done = run_cli("index", rec, "--checksums-only")
     assert done.returncode == 0 and "g.checksums" in done.stdout, done.stderr
     assert (tmp_path / "g.idx").read_bytes() == (GOLDEN / "im2rec" / "default" / "sub.idx").read_bytes()
     assert rec.read_bytes() == (GOLDEN / "im2rec" / "default" / "sub.rec").read_bytes()  # the .rec untouched
@@ -177,7 +177,7 @@ def test_verify_checks_every_block_and_names_the_damaged_ones(tmp_path):
     check = next(c for c in report.checks if c.name == "checksums")
     assert not check.ok and not report.ok and check.details["damaged_blocks"] == 1
     assert "bytes 1048576..2097152 fail their CRC-32C" in check.problems[0].what
-    done = run_mxrec("verify", path)
+    done = run_cli("verify", path)
     assert done.returncode != 0 and "checksums" in done.stdout and "1048576..2097152" in done.stdout
     plain = written(tmp_path, "p.rec", checksums=False)
     check = next(c for c in verify_dataset(plain, dataset_kind="raw").checks if c.name == "checksums")
@@ -281,6 +281,6 @@ def test_convert_and_pack_outputs_carry_checksums(tmp_path, photos, im2rec):
         assert entry.checksums == compute((tmp_path / "sets" / entry.rec).read_bytes())
     assert not list((tmp_path / "sets").glob("*.checksums"))
     shutil.copy(im2rec / "default" / "sub.lst", tmp_path / "packed" / "sub.lst")
-    done = run_mxrec("pack", "--pass-through", "--no-progress", tmp_path / "packed" / "sub", photos)
+    done = run_cli("pack", "--pass-through", "--no-progress", tmp_path / "packed" / "sub", photos)
     assert done.returncode == 0, done.stderr
     assert sums_of(tmp_path / "packed" / "sub.rec") == compute((tmp_path / "packed" / "sub.rec").read_bytes())

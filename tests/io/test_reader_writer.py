@@ -303,7 +303,8 @@ def test_write_batch_groups_mixed_sizes_padding_and_magics_exactly(tmp_path):
     magic = framing.MAGIC_BYTES
     rng = np.random.default_rng(3)
     payloads = [bytes(rng.integers(0, 256, n, dtype=np.uint8)) for n in (1, 2, 3, 4, 5, 1023, 0, 9000, 70_000)]
-    payloads += [magic + b"x", b"ab" + magic + b"cd", magic * 20_000, bytes(300_000)]  # aligned, unaligned, large
+    # aligned, unaligned, large (a magic scan past VECTOR_SCAN_FROM, 2100 parts), and a write-through size
+    payloads += [magic + b"x", b"ab" + magic + b"cd", magic * 2_100, bytes(300_000)]
     payloads = payloads * 40  # several groups
     with RecordWriter(tmp_path / "b.rec", index=True) as writer:
         offsets = writer.write_batch(payloads)

@@ -24,7 +24,7 @@ def test_ray_tasks_write_the_local_shards(mray, tmp_path):
     for mine, theirs in zip(on_ray.files, local.files, strict=True):
         assert Path(mine).read_bytes() == Path(theirs).read_bytes()
     assert seen[-1] == (50, 50)
-    assert not list((tmp_path / "ray").glob(".*"))  # the staging folder is gone
+    assert not list((tmp_path / "ray" / ".mxrec").glob(".*"))  # the staging folder (in .mxrec/) is gone
     back = tmp_path / "back.rec"
     mxrec.convert(on_ray.manifest, back)
     assert back.read_bytes() == SUB.read_bytes()
@@ -44,7 +44,7 @@ def test_ray_tasks_upload_their_shards_to_a_url_output(mray, s3_server, s3_bucke
     out = mxrec.convert(SUB, f"s3://{s3_bucket}/out", target_format="webdataset", shard_size=10, engine="ray",
                         storage_options=options)
     names = sorted(path.rsplit("/", 1)[1] for path in fs.find(f"{s3_bucket}/out"))
-    assert names == sorted([Path(f).name for f in local.files] + ["sub.convert.json"])  # no staging left
+    assert names == sorted([Path(f).name for f in local.files] + ["sub.convert.json"])  # no staging left (.mxrec/)
     for mine in local.files:
         assert fs.cat_file(f"{s3_bucket}/out/{Path(mine).name}") == Path(mine).read_bytes()
     back = tmp_path / "back.rec"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from mxrec.storage.write_behind import WriteBehind
+from testkit.waiting import wait_for
 
 
 def test_calls_run_in_order_on_another_thread() -> None:
@@ -61,19 +61,26 @@ def test_an_error_reaches_the_caller_and_later_calls_do_not_run() -> None:
 
 def test_cancel_drops_the_queued_calls_and_waits_for_the_running_one() -> None:
     ran: list[int] = []
+    running, gate = threading.Event(), threading.Event()
     behind = WriteBehind(depth=8)
 
     def slow(n: int) -> None:
-        time.sleep(0.2)
+        running.set()
+        gate.wait(10)
         ran.append(n)
 
     for n in range(5):
         behind.submit(slow, n)
-    time.sleep(0.05)
-    behind.cancel()
-    assert ran == [0]  # the running one finished before cancel returned; the rest were dropped
-    time.sleep(0.3)
-    assert ran == [0]
+    assert running.wait(10)
+    canceller = threading.Thread(target=behind.cancel)
+    canceller.start()
+    wait_for(lambda: behind.waiting == 0, "cancel to drop the queued calls")
+    assert canceller.is_alive() and ran == []  # cancel waits for the running call
+    gate.set()
+    canceller.join(10)
+    assert not canceller.is_alive()
+    # the running one finished before cancel returned, the rest were dropped, and the thread is gone
+    assert ran == [0] and not any(t.name.startswith("mxrec-write-behind") for t in threading.enumerate())
 
 
 def test_finish_closes_the_files_also_after_a_failed_call(tmp_path) -> None:

@@ -1,7 +1,11 @@
-"""Running the ``mxrec`` command line as a user would: ``python -m mxrec ARGS`` in a fresh interpreter."""
+"""Running the ``mxrec`` command line: in this interpreter (:func:`run_cli`, the usual way to test what a command
+does), or as a user would, ``python -m mxrec ARGS`` in a fresh interpreter (:func:`run_mxrec`, for what only a real
+process shows: signals, a closed pipe, the entry point, what the interpreter prints at exit)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -14,10 +18,36 @@ def mxrec_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
+def _checked(result: subprocess.CompletedProcess, check: bool) -> subprocess.CompletedProcess:
+    if check and result.returncode != 0:
+        raise AssertionError(f"mxrec {result.args} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
 def run_mxrec(*args: str | os.PathLike, check: bool = False) -> subprocess.CompletedProcess:
     """Run ``python -m mxrec ARGS`` and return the CompletedProcess (``check``: raise on a non-zero exit)."""
     result = subprocess.run([sys.executable, "-m", "mxrec", *map(str, args)], capture_output=True, text=True,
                             env=mxrec_env(), timeout=600)
-    if check and result.returncode != 0:
-        raise AssertionError(f"mxrec {args} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result
+    return _checked(result, check)
+
+
+def run_cli(*args: str | os.PathLike, check: bool = False) -> subprocess.CompletedProcess:
+    """Run ``mxrec ARGS`` in this interpreter (:func:`mxrec.cli.main`), standard output and error captured.
+
+    It answers as :func:`run_mxrec` does (a CompletedProcess: ``returncode``, ``stdout``, ``stderr``), and the exit
+    code is the one ``python -m mxrec`` would exit with, argparse's own exits (``--help``, bad usage) included.
+    """
+    from mxrec.cli import main
+
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # as the interpreter turns it into an exit status
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+    return _checked(subprocess.CompletedProcess(["mxrec", *argv], code, out.getvalue(), err.getvalue()), check)

@@ -6,6 +6,11 @@ plain text), ``add_arguments(parser)`` and ``run(args) -> exit code``. Add a
 module's name to :data:`SUBCOMMANDS` to make it appear. Options several
 commands share are defined once, in :mod:`mxrec.cli.options`.
 
+The subcommands: :mod:`~mxrec.cli.info`, :mod:`~mxrec.cli.index`, :mod:`~mxrec.cli.verify`,
+:mod:`~mxrec.cli.list`, :mod:`~mxrec.cli.pack`, :mod:`~mxrec.cli.im2rec`, :mod:`~mxrec.cli.extract`,
+:mod:`~mxrec.cli.preview`, :mod:`~mxrec.cli.stats`, :mod:`~mxrec.cli.convert`, :mod:`~mxrec.cli.probe`; beside
+them :mod:`~mxrec.cli.options` (the shared options) and :mod:`~mxrec.cli.progress` (the progress display).
+
 Exit codes (:data:`EXIT_OK`, ...): 0 success; 1 the command ran but its input
 is damaged or faulty (it printed what it could; ``verify`` found a fault);
 2 bad usage, or an input or output mxrec could not process (one line on
@@ -15,10 +20,12 @@ removing any unfinished output; 141 the reader of standard output went away
 
 :func:`main` handles all of that in one place: SIGTERM is raised as
 :class:`Terminated`, a ``KeyboardInterrupt``, so every cleanup that runs on
-Ctrl-C runs on it too; errors become one line; no traceback reaches the user
-unless ``MXREC_TRACEBACK=1`` is set.
+Ctrl-C runs on it too; errors become one line (then their notes: what a
+cleanup could not remove); no traceback reaches the user unless
+``MXREC_TRACEBACK=1`` is set. ``--requests``, ``--cache-dir`` and
+``--cache-size`` are every command's (:func:`mxrec.cli.options.add_storage`).
 
-Only this room prints and draws progress (:mod:`mxrec.cli.progress`); the
+Only this subpackage prints and draws progress (:mod:`mxrec.cli.progress`); the
 library reports through callbacks. May import: anything in mxrec (it is the
 top floor; nothing imports it).
 """
@@ -37,6 +44,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from mxrec import __version__
+from mxrec.cli.options import add_storage, storage_environment
 from mxrec.errors import MxrecError
 
 SUBCOMMANDS = ["info", "index", "verify", "list", "pack", "im2rec", "extract", "preview", "stats", "convert", "probe"]
@@ -131,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=command.HELP, description=command.__doc__,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
         command.add_arguments(sub)
+        add_storage(sub)
         sub.set_defaults(run=command.run, command=name)
     return parser
 
@@ -164,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     name = f"mxrec {args.command}"
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), storage_environment(args):
             code = args.run(args)
             sys.stdout.flush()  # a closed pipe shows up here, not in the interpreter's exit
             if RECEIVED:  # an interrupt whose exception was lost (and not yet raised again): never exit 0
@@ -177,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except (MxrecError, OSError) as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
+        _print_error(name, exc, str(exc))
         return EXIT_ERROR
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
@@ -186,5 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug or an error of a library underneath: one line, the traceback on request
         if os.environ.get("MXREC_TRACEBACK"):
             raise
-        print(f"{name}: error: {type(exc).__name__}: {exc} (MXREC_TRACEBACK=1 shows where)", file=sys.stderr)
+        _print_error(name, exc, f"{type(exc).__name__}: {exc} (MXREC_TRACEBACK=1 shows where)")
         return EXIT_ERROR
+
+
+def _print_error(name: str, exc: BaseException, text: str) -> None:
+    """The error in one line, then each note on it (what went wrong after it: a cleanup's leftovers), indented."""
+    print(f"{name}: error: {text}", file=sys.stderr)
+    for note in getattr(exc, "__notes__", ()):
+        print(f"  {note}", file=sys.stderr)

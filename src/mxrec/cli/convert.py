@@ -1,10 +1,11 @@
-"""mxrec convert SRC DST: a dataset from RecordIO to WebDataset, Parquet (Hugging Face) or TFRecord, and back.
+"""mxrec convert SRC DST: a dataset from RecordIO to WebDataset, Parquet (Hugging Face), TFRecord or ArrayRecord,
+and back (every format of the registry, :mod:`mxrec.interop.formats`).
 
-Formats are taken from the names (a .rec is RecordIO; .tar, .parquet and
-.tfrecord files, folders of them or their NAME.convert.json are WebDataset,
-Parquet and TFRecord; a folder of images is an image folder), or from
---from/--to. A foreign output is a folder (shards NAME_00000.tar ... named
-after the source, and NAME.convert.json, written last) or FOLDER/NAME.tar.
+Formats are taken from the names (a .rec is RecordIO; a registered format's
+files, folders of them or their NAME.convert.json are that format; a folder of
+images is an image folder), or from --from/--to. A foreign output is a folder
+(16 shards NAME_00000.tar ... named after the source by default, and
+.mxrec/NAME.convert.json, written last) or FOLDER/NAME.tar (that one file).
 
 Records are carried exactly: image bytes untouched (unless --resize or
 --quality), keys, IRHeader id/id2/flag and scalar or array labels; a .rec
@@ -22,28 +23,35 @@ import argparse
 import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
-from mxrec.cli.options import add_engine, add_no_progress, add_workers, check_engine, checked, shown
+from mxrec.cli.options import add_engine, add_no_progress, add_workers, check_engine, checked
 from mxrec.cli.progress import Progress
 from mxrec.interop import convert
-from mxrec.interop.job import INSIGHTFACE_MODES
-from mxrec.interop.sets import FORMATS
+from mxrec.interop.formats import format_names, formats
+from mxrec.interop.job import DEFAULT_SHARDS, INSIGHTFACE_MODES
 from mxrec.io.lists import read_label_names
 from mxrec.io.shards import parse_shard_size
 from mxrec.packing.prepare import ImageTransform
+from mxrec.storage.filesystem import shown
 
-HELP = "convert between RecordIO, WebDataset, Parquet (Hugging Face) and TFRecord, exactly"
+HELP = "convert between RecordIO and " + ", ".join(f.title for f in formats()) + ", exactly"
 SHOWN_PROBLEMS = 20
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("src", help="the dataset to convert: a .rec or shard set, a .tar/.parquet/.tfrecord file, folder, "
+    suffixes = ", ".join(f.suffix for f in formats())
+    known = "; ".join(f"{f.name}: {f.title}, {'/'.join(f.suffixes)} (mxrec[{f.extra}])" for f in formats())
+    p.description = f"Formats: recordio (.rec); {known}; folder (a folder of images)."
+    p.add_argument("src", help=f"the dataset to convert: a .rec or shard set, a {suffixes} file, folder, "
                               "glob or NAME.convert.json, local or a URL")
-    p.add_argument("dst", help="where to write: a .rec, or a folder (or FOLDER/NAME.tar, .parquet, .tfrecord)")
-    p.add_argument("--from", dest="source_format", choices=FORMATS, help="the format of SRC (default: from its name)")
-    p.add_argument("--to", dest="target_format", choices=FORMATS, help="the format of DST (default: from its name)")
+    p.add_argument("dst", help=f"where to write: a .rec, or a folder (or FOLDER/NAME with one of {suffixes}: "
+                              "that one file)")
+    p.add_argument("--from", dest="source_format", choices=format_names(),
+                   help="the format of SRC (default: from its name)")
+    p.add_argument("--to", dest="target_format", choices=format_names(),
+                   help="the format of DST (default: from its name)")
     p.add_argument("--shard-size", type=checked(parse_shard_size), metavar="N|SIZE",
-                   help="records (10000) or bytes (512MB, 1GiB) per output shard (foreign formats: 1GiB by default; "
-                        "a .rec is one file unless given)")
+                   help=f"records (10000) or bytes (512MB, 1GiB) per output shard (a folder: {DEFAULT_SHARDS} shards "
+                        "of at most 1GiB by default; a .rec or FOLDER/NAME.tar is one file unless given)")
     add_workers(p, "worker processes", default=1, default_text="1")
     add_engine(p, "convert (ray: each Ray task converts a range of the .idx)")
     p.add_argument("--insightface", choices=INSIGHTFACE_MODES, default="all",
@@ -68,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
                          shard_size=args.shard_size, workers=args.workers, engine=args.engine, address=args.address,
                          insightface=args.insightface, class_names=names, transform=transform, progress=bar)
     report = result.report
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
     for key, reason in report.problems[:SHOWN_PROBLEMS]:
         print(f"record {key}: {reason} (carried as it is)", file=sys.stderr)
     if report.problem_count > SHOWN_PROBLEMS:

@@ -15,9 +15,10 @@ import os
 import sys
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
-from mxrec.cli.options import add_dataset, add_label_names, key_type, label_names, shown
+from mxrec.cli.options import add_dataset, add_label_names, key_type, label_names
 from mxrec.errors import MxrecError
 from mxrec.packing.extract import dataset_stem, extract_records
+from mxrec.storage.filesystem import shown
 
 HELP = "write the images of a .rec back to files"
 

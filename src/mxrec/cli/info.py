@@ -2,7 +2,10 @@
 
 Prints the record count, bytes, multi-part records, payload kinds, labels
 and the state of the .idx; for an InsightFace face set (header record under
-key 0) the layout: identities, faces and image size. A WebDataset, Parquet or
+key 0) the layout: identities, faces and image size. A mixture file
+(NAME.mix.json) gets a row per source: records, weight, samples per epoch,
+passes ("2.4× repeated", "0.75× — full cycle every 2 epochs") and label
+offset, then each source's own summary. A WebDataset, Parquet or
 TFRecord set (mxrec convert's or another tool's) gets its files, records,
 classes and payload kinds. A damaged file is
 summarised up to and around the damage, and the exit code is then 1
@@ -20,7 +23,8 @@ from mxrec.doctor.sets import info as dataset_info
 from mxrec.interop import describe_set
 from mxrec.interop.sets import foreign_format
 
-HELP = "summarise a .rec file or a shard set (per shard and in total), or a WebDataset/Parquet/TFRecord set"
+HELP = ("summarise a .rec file, a shard set (per shard and in total), a mixture (per source), or a "
+        "WebDataset/Parquet/TFRecord set")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

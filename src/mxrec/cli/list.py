@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from mxrec.cli.options import add_prefix_root, shown
+from mxrec.cli.options import add_prefix_root
 from mxrec.packing.make_lists import DEFAULT_EXTS, DEFAULT_SEED, make_lists, read_labelled_csv, write_lists
+from mxrec.storage.filesystem import shown
 
 HELP = "write .lst image lists from a folder or a CSV (im2rec --list)"
 

@@ -4,20 +4,25 @@ One name for one thing: ``--workers`` (``-j``) is the thread count of every
 command (``--num-thread`` is kept where im2rec's command line has it);
 ``--labels FILE`` is always a ``.labels`` file naming the classes (the
 meaning of the labels is ``--label-kind``); ``--str-keys`` says the ``.idx``
-keys are strings for every command that reads an ``.idx``.
+keys are strings for every command that reads an ``.idx``; ``--requests``,
+``--cache-dir`` and ``--cache-size`` (every command) say how remote data is
+reached.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.errors import MxrecError, OptionError
 from mxrec.format.idx import KeyType
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names
+from mxrec.storage.settings import ENV_CACHE_DIR, ENV_CACHE_SIZE, ENV_REQUESTS, RequestPolicy, parse_bytes
 
 
 def checked(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -54,7 +59,7 @@ def add_dataset(parser: argparse.ArgumentParser) -> None:
     """The dataset argument, ``--idx`` and ``--str-keys``."""
     parser.add_argument("rec", help="the dataset: a .rec file or URL (s3://, gs://, http(s)://, webhdfs://...), or a "
                                     "shard set (quoted glob 'train-*.rec', brace range 'train-{00000..00015}.rec', "
-                                    "NAME.manifest.json, or its folder)")
+                                    "NAME.manifest.json, or its folder), or a mixture file NAME.mix.json")
     parser.add_argument("--idx", help="the .idx file (default: beside the .rec, if present)")
     parser.add_argument("--str-keys", action="store_true", help="the .idx keys are strings, not integers")
 
@@ -97,11 +102,6 @@ def add_no_progress(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress display")
 
 
-def shown(path: str) -> str:
-    """A path as messages show it: relative to the current folder when local, the URL when remote."""
-    return path if "://" in path else os.path.relpath(path)
-
-
 ENGINES = ("local", "ray")
 
 
@@ -123,3 +123,49 @@ def check_engine(args: argparse.Namespace) -> None:
     if args.engine == "ray" and getattr(args, "workers", None) is not None:
         raise OptionError(f"-j/--workers {args.workers} sets this machine's threads; with --engine ray the "
                           "cluster's CPUs do the work (Ray tasks: 4 per cluster CPU)")
+
+
+def _request_spec(text: str) -> str:
+    RequestPolicy.parse(text)  # refused here, with its own message, rather than at the first request
+    return text
+
+
+def _size(text: str) -> str:
+    return str(parse_bytes(text))
+
+
+def add_storage(parser: argparse.ArgumentParser) -> None:
+    """``--requests SPEC``, ``--cache-dir DIR`` and ``--cache-size SIZE``: how remote data is reached.
+
+    They set, for this command, what ``$MXREC_REQUESTS``, ``$MXREC_CACHE_DIR`` and ``$MXREC_CACHE_SIZE`` would
+    (:func:`storage_environment`), so every remote operation the command makes follows them.
+    """
+    group = parser.add_argument_group("remote data")
+    group.add_argument("--requests", metavar="SPEC", type=checked(_request_spec),
+                       help="the request policy for remote files, e.g. attempts=4,read_timeout=20,deadline=120 "
+                            f"(fields: {', '.join(f.name for f in dataclasses.fields(RequestPolicy))}; "
+                            f"default: ${ENV_REQUESTS}, else the defaults)")
+    group.add_argument("--cache-dir", metavar="DIR",
+                       help=f"keep fetched blocks of remote files in DIR (default: ${ENV_CACHE_DIR}, else no cache)")
+    group.add_argument("--cache-size", metavar="SIZE", type=checked(_size),
+                       help=f"the most bytes the cache folder holds, e.g. 20GB (default: ${ENV_CACHE_SIZE}, else "
+                            "10 GiB)")
+
+
+@contextlib.contextmanager
+def storage_environment(args: argparse.Namespace) -> Iterator[None]:
+    """Within the block, the environment says what ``--requests``, ``--cache-dir`` and ``--cache-size`` gave
+    (restored afterwards: a command run in-process leaves no trace)."""
+    given = {ENV_REQUESTS: getattr(args, "requests", None), ENV_CACHE_DIR: getattr(args, "cache_dir", None),
+             ENV_CACHE_SIZE: getattr(args, "cache_size", None)}
+    given = {name: value for name, value in given.items() if value is not None}
+    before = {name: os.environ.get(name) for name in given}
+    os.environ.update(given)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

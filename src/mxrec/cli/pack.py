@@ -16,11 +16,12 @@ import sys
 from collections.abc import Callable
 
 from mxrec.cli import EXIT_DAMAGED, EXIT_OK
-from mxrec.cli.options import add_engine, add_no_progress, add_prefix_root, add_workers, check_engine, checked, shown
+from mxrec.cli.options import add_engine, add_no_progress, add_prefix_root, add_workers, check_engine, checked
 from mxrec.cli.progress import Progress
 from mxrec.io.shards import parse_shard_size
 from mxrec.packing.job import PackResult, find_prefix_lists, pack_list
 from mxrec.packing.prepare import COLOR_MODES, ENCODINGS, ImageTransform
+from mxrec.storage.filesystem import shown
 
 HELP = "pack .lst image lists into .rec/.idx (im2rec pack mode)"
 

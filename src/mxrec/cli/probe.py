@@ -2,7 +2,7 @@
 
 The parameters are ImageRecordIter's own names and values (data_shape=3,224,224 batch_size=128 shuffle=1
 rand_crop=1 mean_r=123.68 ...), or --config FILE (a JSON object of them; name=value overrides it). DATASET is
-a .rec file or URL, or a shard set.
+a .rec file or URL, a shard set, or a mixture file NAME.mix.json.
 
 It runs the iterator for --batches N or --seconds S (default: 50 batches or 20 s, whichever first), after
 --warmup batches that are not measured, and reports: the checks of the batches (dtype, value range after
@@ -55,7 +55,8 @@ def name_value(text: str) -> tuple[str, str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dataset", help="a .rec file or URL, or a shard set (quoted glob, brace range, manifest)")
+    p.add_argument("dataset", help="a .rec file or URL, a shard set (quoted glob, brace range, manifest) or a "
+                                        "mixture file NAME.mix.json")
     p.add_argument("params", nargs="*", type=name_value, metavar="name=value",
                    help="ImageRecordIter parameters (data_shape=3,224,224 batch_size=128 ...)")
     p.add_argument("--config", metavar="FILE", help="a JSON object of ImageRecordIter parameters")

@@ -1,7 +1,8 @@
 """mxrec verify DATASET: check a dataset the way a practitioner would; exit 1 on any fault.
 
 DATASET is a .rec file or URL, or a shard set (each shard checked, then the
-totals and the manifest). Checks the RecordIO framing and the .idx; for image
+totals and the manifest), or a mixture file NAME.mix.json (each source
+checked). Checks the RecordIO framing and the .idx; for image
 datasets the labels, class balance (a warning), images (every one decoded with
 --decode, on all cores), image shapes and duplicate images; for an InsightFace
 face set its layout (header record, identity ranges, face labels). With --lst
@@ -40,6 +41,7 @@ from mxrec.cli.options import (
     label_names,
 )
 from mxrec.cli.progress import Progress
+from mxrec.datasets.opening import is_mixture
 from mxrec.doctor.check_labels import LABEL_KINDS
 from mxrec.doctor.contents import available_cores
 from mxrec.doctor.html import write_page
@@ -47,6 +49,7 @@ from mxrec.doctor.repair import repair_dataset
 from mxrec.doctor.sets import verify as verify_dataset
 from mxrec.doctor.verify_dataset import DATASET_KINDS
 from mxrec.doctor.verify_page import verify_page
+from mxrec.errors import ParameterError
 from mxrec.format.insightface import LAYOUTS
 from mxrec.interop import describe_set
 from mxrec.interop.sets import foreign_format
@@ -117,6 +120,9 @@ def check_foreign(args: argparse.Namespace, fmt: str) -> int:
 def check(args: argparse.Namespace, verify: Callable[..., Any]) -> int:
     """Run the checks with ``verify`` (:func:`mxrec.doctor.sets.verify` or the Ray engine's) and print the report."""
     keys_are = key_type(args)
+    if is_mixture(args.rec) and (args.html or args.repair):
+        raise ParameterError(f"{args.rec}: --html and --repair take one dataset: give them a source of the mixture "
+                             "(its checks are each source's)")
     names = label_names(args) if args.html else None  # a bad --labels fails before the long checks
     # Repair first: a bad OUT is reported before the long checks, and the copy does not depend on them.
     repair = repair_dataset(args.rec, args.repair, args.idx, keys_are) if args.repair else None

@@ -176,10 +176,18 @@ def read_property(folder: str | os.PathLike) -> tuple[int, int, int] | None:
 
 @dataclass(frozen=True)
 class Samples:
-    """``records``: one record per sample; ``faces``: the face set they are the faces of, or ``None``."""
+    """``records``: one record per sample; ``faces``: the face set they are the faces of, or ``None``; ``owned``:
+    the dataset was opened for these samples (:func:`~mxrec.datasets.samples.open_samples` from a spec), so
+    :meth:`close` closes it; a dataset the caller opened stays open for the caller's other uses."""
 
     records: Records
     faces: FaceSet | None
+    owned: bool = False
+
+    def close(self) -> None:
+        """Close the records if they were opened for these samples (``owned``)."""
+        if self.owned:
+            self.records.close()
 
 
 def samples_of(reader: Records, layout: str = "auto") -> Samples:

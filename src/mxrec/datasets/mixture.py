@@ -90,6 +90,28 @@ def shares_of(weights: Sequence[float], total: int) -> list[int]:
     return shares.tolist()
 
 
+def passes_text(passes: float) -> str:
+    """What a source's share means over epochs: ``"2.4× repeated"``, ``"0.3× — full cycle every 4 epochs"``.
+
+    Parameters
+    ----------
+    passes
+        The share per epoch over the source's records.
+
+    Returns
+    -------
+    str
+        The text.
+    """
+    if passes > 1:
+        return f"{passes:.1f}× repeated"
+    if passes == 1:
+        return "1× (each record once)"
+    if passes > 0:
+        return f"{passes:.2g}× — full cycle every {math.ceil(1 / passes - 1e-9)} epochs"
+    return "not read"
+
+
 @dataclass(frozen=True)
 class SourceOrder:
     """How one source is visited: its ``size``, ``share`` per epoch, and the order of each pass over it."""
@@ -216,14 +238,16 @@ class Mixture(Records):
         offset = self.label_offsets[number]
         if not offset:
             return records
-        return [self._shifted(number, int(p), r, offset) for p, r in zip(local.tolist(), records, strict=True)]
-
-    def _shifted(self, number: int, local: int, payload: bytes | memoryview, offset: int) -> bytes:
         try:
-            return shift_class_label(payload, offset)
-        except HeaderError as exc:
-            raise HeaderError(f"{self.sources[number].describe(local)}: its class label cannot be moved by the "
-                              f"mixture's label offset {offset}: {exc}") from None
+            return [shift_class_label(r, offset) for r in records]
+        except HeaderError:  # say which record
+            for position, payload in zip(local.tolist(), records, strict=True):
+                try:
+                    shift_class_label(payload, offset)
+                except HeaderError as exc:
+                    raise HeaderError(f"{self.sources[number].describe(position)}: its class label cannot be moved "
+                                      f"by the mixture's label offset {offset}: {exc}") from None
+            raise
 
     def view(self, position: int) -> memoryview:
         return memoryview(self.fetch([position])[0])
@@ -253,7 +277,7 @@ class Mixture(Records):
             number, inner = key  # type: ignore[misc]
             return int(self.starts[number]) + self.sources[number].position(inner)
         except (TypeError, ValueError, IndexError):
-            raise RecordKeyError(self.path, key) from None
+            raise RecordKeyError(self.path, key=key) from None
 
     def describe(self, position: int) -> str:
         number, local = self._locate(position)
@@ -312,15 +336,8 @@ class Mixture(Records):
         """The mixture in a few lines: each source's records, weight, share and what that means over epochs."""
         lines = [f"mixture of {len(self.sources)} sources, {self.samples_per_epoch} samples per epoch"]
         for row in self.describe_sources():
-            passes = row["passes"]
-            if passes >= 1:
-                cycle = f"{passes:.1f}x repeated" if passes > 1 else "each record once"
-            elif passes > 0:
-                cycle = f"{passes:.2f}x: full cycle every {math.ceil(1 / passes)} epochs"
-            else:
-                cycle = "not read"
             lines.append(f"  {row['path']}: {row['records']} records, weight {row['weight']:g}, {row['share']} "
-                         f"per epoch ({cycle}), label offset {row['label_offset']}")
+                         f"per epoch ({passes_text(row['passes'])}), label offset {row['label_offset']}")
         return "\n".join(lines)
 
     def __getstate__(self) -> dict:
@@ -446,13 +463,39 @@ def _source(item: Any, storage: StorageOptions) -> Samples:
                            f"source of the mixture: {exc}") from None
 
 
-def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -> Mixture:
-    """The mixture a ``NAME.mix.json`` file describes (see the module docstring); paths relative to its folder.
+@dataclass(frozen=True)
+class MixtureFile:
+    """What a ``NAME.mix.json`` file says (:func:`parse_mixture_file`): its ``path``, the ``sources`` (paths made
+    relative to the file's folder, URLs as they are), their ``weights`` (``None``: by size), and
+    ``samples_per_epoch``, ``label_offsets`` and ``seed`` as :func:`mix` takes them."""
+
+    path: str
+    sources: tuple[str, ...]
+    weights: tuple[Any, ...] | None
+    samples_per_epoch: Any
+    label_offsets: Any
+    seed: Any
+
+
+def parse_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -> MixtureFile:
+    """What a mixture file says, read without opening its sources (the doctor checks them one by one).
+
+    Parameters
+    ----------
+    path
+        The ``NAME.mix.json`` file (a path or URL).
+    storage
+        Storage settings to read it with.
+
+    Returns
+    -------
+    MixtureFile
+        Its sources and settings.
 
     Raises
     ------
     MixtureError
-        The file is not valid JSON, names no sources, or describes a mixture :func:`mix` refuses.
+        The file cannot be read, is not valid JSON, names no sources, or has a field it should not.
     """
     path = os.fspath(path)
     try:
@@ -471,6 +514,9 @@ def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
             raise MixtureError(f"{path}: source {number} needs a \"path\"")
         name = entry["path"]
+        if name.endswith(MIX_SUFFIX):
+            raise MixtureError(f"{path}: {name}: a mixture inside a mixture is not supported: list its sources in "
+                               "one mixture")
         specs.append(name if is_url(name) or os.path.isabs(name) else join(folder, name))
         weights.append(entry.get("weight"))
     if any(w is None for w in weights) and not all(w is None for w in weights):
@@ -479,10 +525,33 @@ def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -
     if unknown:
         raise MixtureError(f"{path}: unknown field(s) {sorted(unknown)} (known: sources, samples_per_epoch, "
                            "label_offsets, seed)")
+    return MixtureFile(path, tuple(specs), None if weights[0] is None else tuple(weights),
+                       data.get("samples_per_epoch"), data.get("label_offsets"), data.get("seed", 0))
+
+
+def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -> Mixture:
+    """The mixture a ``NAME.mix.json`` file describes (see the module docstring); paths relative to its folder.
+
+    Parameters
+    ----------
+    path
+        The ``NAME.mix.json`` file (a path or URL).
+    storage
+        Storage settings for the file and its sources.
+
+    Returns
+    -------
+    Mixture
+        The mixture.
+
+    Raises
+    ------
+    MixtureError
+        The file is not valid JSON, names no sources, or describes a mixture :func:`mix` refuses.
+    """
+    found = parse_mixture_file(path, storage)
     try:
-        return mix(specs, None if weights[0] is None else weights, samples_per_epoch=data.get("samples_per_epoch"),
-                   label_offsets=data.get("label_offsets"), seed=data.get("seed", 0), storage=storage)
-    except MixtureError as exc:
-        raise MixtureError(f"{path}: {exc}") from None
-    except OptionError as exc:
-        raise MixtureError(f"{path}: {exc}") from None
+        return mix(found.sources, found.weights, samples_per_epoch=found.samples_per_epoch,
+                   label_offsets=found.label_offsets, seed=found.seed, storage=storage)
+    except (MixtureError, OptionError) as exc:
+        raise MixtureError(f"{found.path}: {exc}") from None

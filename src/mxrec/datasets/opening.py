@@ -6,6 +6,13 @@ glob, a brace range, a manifest, a folder), by a mixture file ``NAME.mix.json``
 :class:`~mxrec.io.records.Records`: what :func:`open_dataset` or :func:`~mxrec.datasets.mixture.mix` returned),
 which is used as it is: not opened again, its ``.idx`` not read again, its storage settings kept.
 
+Consumers (the doctor, the probe, extraction, Ray) go through :func:`hold_dataset`: it opens a spec with the
+consumer's own reading defaults (a doctor reads damaged files: ``duplicates="last"``, not strict) and takes an
+opened dataset as it is; the :class:`HeldDataset` it returns closes only what it opened, so a dataset handed in
+stays open for the caller's next use. Those that check files rather than read records (``mxrec info``,
+``verify``) find the files behind a dataset with :func:`dataset_files`, and a mixture's sources with
+:func:`as_mixture`.
+
 The storage settings are one value, :class:`~mxrec.storage.settings.Storage` (``storage=``); the keywords users
 already pass are shorthands for it: ``storage_options`` (fsspec options), ``cache_dir``, ``cache_size`` and
 ``requests`` (the request policy, :class:`~mxrec.storage.settings.RequestPolicy` or its text).
@@ -15,13 +22,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from mxrec.datasets.mixture import MIX_SUFFIX, read_mixture_file
-from mxrec.datasets.shard_set import open_files
+from mxrec.datasets.mixture import MIX_SUFFIX, Mixture, read_mixture_file
+from mxrec.datasets.shard_set import Shard, ShardSetReader, open_files, resolve_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import ParameterError
 from mxrec.format.idx import KeyType
+from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.records import Records
+from mxrec.io.remote_reader import RemoteRecordReader
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.storage.settings import RequestPolicy, Storage
@@ -114,3 +125,109 @@ def open_dataset(spec: DatasetSpec, index: str | os.PathLike | bool | None = Non
         return read_mixture_file(spec, settings)
     return open_files(spec, index, key_type, duplicates=duplicates, strict=strict, storage_options=settings,
                       cache_dir=cache)
+
+
+@dataclass(frozen=True)
+class HeldDataset:
+    """A dataset a consumer reads (:func:`hold_dataset`): ``records``, and ``owned``: it was opened for the consumer
+    (:meth:`close` closes it), not handed in opened (left open for the caller)."""
+
+    records: Records
+    owned: bool
+
+    def close(self) -> None:
+        """Close the records if they were opened for the consumer."""
+        if self.owned:
+            self.records.close()
+
+    def __enter__(self) -> Records:
+        return self.records
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def hold_dataset(spec: DatasetSpec, index: str | os.PathLike | bool | None = None, key_type: KeyType = int, *,
+                 duplicates: Literal["error", "last"] = "error", strict: bool = True, **storage: Any) -> HeldDataset:
+    """What a consumer reads: ``spec`` opened by :func:`open_dataset` with the consumer's reading defaults
+    (``key_type``, ``duplicates``, ``strict``), or a dataset handed in opened, used as it is.
+
+    Parameters
+    ----------
+    spec
+        Anything :func:`open_dataset` takes.
+    index
+        The caller's ``.idx`` (refused with an opened dataset, as by :func:`open_dataset`).
+    key_type, duplicates, strict
+        How the consumer reads a spec it opens (an opened dataset was read as it was opened).
+    **storage
+        The caller's storage settings (``storage``, ``storage_options``, ``cache_dir``, ``cache_size``,
+        ``requests``); those left ``None`` are not given.
+
+    Returns
+    -------
+    HeldDataset
+        The records, and whether they were opened here.
+
+    Raises
+    ------
+    ParameterError
+        An ``index`` or storage setting given with an opened dataset.
+    """
+    given = {name: value for name, value in storage.items() if value is not None}
+    if isinstance(spec, Records):
+        return HeldDataset(open_dataset(spec, index, **given), owned=False)
+    return HeldDataset(open_dataset(spec, index, key_type, duplicates=duplicates, strict=strict, **given), owned=True)
+
+
+def is_mixture(spec: object) -> bool:
+    """Whether ``spec`` is a mixture: a :class:`~mxrec.datasets.mixture.Mixture` or a mixture file's name."""
+    return isinstance(spec, Mixture) or (isinstance(spec, (str, os.PathLike)) and os.fspath(spec).endswith(MIX_SUFFIX))
+
+
+def as_mixture(spec: Mixture | str | os.PathLike, storage: StorageOptions = None) -> Mixture:
+    """The mixture ``spec`` is, or the one its mixture file describes (:func:`is_mixture` says which specs are)."""
+    return spec if isinstance(spec, Mixture) else read_mixture_file(spec, storage_from(storage))
+
+
+def dataset_files(spec: DatasetSpec, storage: StorageOptions = None) -> tuple[list[Shard], str | None, Storage]:
+    """The record files behind a dataset, for the tools that check files rather than read records.
+
+    Parameters
+    ----------
+    spec
+        A spec (:func:`~mxrec.datasets.shard_set.resolve_dataset`) or a dataset opened from one file or a shard set
+        (a face set's samples: the file they are read from).
+    storage
+        The storage settings for a spec (an opened dataset has its own).
+
+    Returns
+    -------
+    tuple
+        The shards (a ``.rec`` each, with its ``.idx`` where the dataset has one), the manifest they came from (or
+        ``None``) and the storage settings to reach them.
+
+    Raises
+    ------
+    ParameterError
+        A mixture (its files are its sources': :func:`as_mixture`), or a dataset of no files.
+    """
+    if isinstance(spec, RecordSubset):
+        return dataset_files(spec.reader)
+    if isinstance(spec, ShardSetReader):
+        return list(spec.shards), spec.manifest, spec.storage
+    if isinstance(spec, (LocalRecordReader, RemoteRecordReader)):
+        return [Shard(spec.path, spec.index_path)], None, spec.storage
+    if isinstance(spec, Mixture):
+        raise ParameterError(f"{spec.path}: a mixture's files are its sources' (mixture.sources)")
+    if isinstance(spec, Records):
+        raise ParameterError(f"{spec.path}: a {type(spec).__name__} is read from no record files of its own")
+    shards, manifest = resolve_dataset(spec, storage)
+    return shards, manifest, storage_from(storage)
+
+
+def dataset_name(spec: DatasetSpec) -> str:
+    """What messages and summaries call a dataset: its path, its reader's ``path``, or a list's paths joined."""
+    if isinstance(spec, Records):
+        return spec.path
+    return os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else ", ".join(map(str, spec))

@@ -9,6 +9,7 @@ samples from the same specification, or from a dataset already opened.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -29,12 +30,14 @@ def open_samples(spec: str | os.PathLike | Sequence[str | os.PathLike] | Records
 
     ``layout``: ``"auto"`` (a face set's faces, else every record), ``"insightface"`` (it must be a face set)
     or ``"plain"`` (every record); a wrong name is a :class:`~mxrec.errors.ParameterError`. ``storage``: the
-    storage shorthands of :func:`~mxrec.datasets.opening.open_dataset`.
+    storage shorthands of :func:`~mxrec.datasets.opening.open_dataset`. The samples own (``Samples.close``
+    closes) what was opened here, never a dataset given opened.
     """
     reader = open_dataset(spec, index, storage_options=storage_options, cache_dir=cache_dir, **storage)
     try:
-        return samples_of(reader, layout)
+        found = samples_of(reader, layout)
     except BaseException:
         if reader is not spec:
             reader.close()
         raise
+    return dataclasses.replace(found, owned=reader is not spec)

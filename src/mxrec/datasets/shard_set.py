@@ -434,7 +434,7 @@ class ShardSetReader(Records):
         try:
             return self._positions[key]
         except (KeyError, TypeError):
-            raise RecordKeyError(self.path, key) from None
+            raise RecordKeyError(self.path, key=key) from None
 
     def header(self, position: int) -> IRHeader:
         number, local = self.locate(position)

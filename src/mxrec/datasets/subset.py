@@ -128,7 +128,7 @@ class RecordSubset(Records):
         try:
             return self._by_key[key]
         except (KeyError, TypeError):
-            raise RecordKeyError(self.reader.path, key) from None
+            raise RecordKeyError(self.reader.path, key=key) from None
 
     def close(self) -> None:
         self.reader.close()

@@ -6,7 +6,8 @@
   :mod:`~mxrec.doctor.check_images`, :mod:`~mxrec.doctor.check_leakage` (duplicates, train/val leakage),
   :mod:`~mxrec.doctor.check_lst`, :mod:`~mxrec.doctor.check_layout` (InsightFace face sets); they read one
   pass of facts per record, :mod:`~mxrec.doctor.contents`.
-* :mod:`~mxrec.doctor.sets`: ``info`` and ``verify`` of a shard set, per shard and in total.
+* :mod:`~mxrec.doctor.sets`: ``info`` and ``verify`` of any dataset: one file, a shard set (per shard and in
+  total), a mixture (per source, and the mixing) or a dataset already opened (the files it reads).
 * :mod:`~mxrec.doctor.dataset_info` (``mxrec info``), :mod:`~mxrec.doctor.stats`, :mod:`~mxrec.doctor.preview`
   (contact sheets), :mod:`~mxrec.doctor.repair` (a clean copy of a damaged file).
 * :mod:`~mxrec.doctor.html`: the kit every HTML report is drawn with (pages, and notebook blocks for the

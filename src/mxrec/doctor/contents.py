@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mxrec.datasets.shard_set import resolve_dataset
+from mxrec.datasets.opening import DatasetSpec, as_mixture, dataset_files, is_mixture
 from mxrec.errors import HeaderError
 from mxrec.format import framing
 from mxrec.format.header import label_array, unpack_header
@@ -276,7 +276,7 @@ class FileContents(NamedTuple):
     damage: list[str]  # framing faults (file and byte offset) and an unreadable .idx (file and line), as messages
 
 
-def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
+def read_contents(rec_path: DatasetSpec, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
                   *, decode: bool = False, workers: int | None = None, layout: str = "auto",
                   progress: Callable[[int, int], None] | None = None,
                   storage_options: StorageOptions = None) -> FileContents:
@@ -285,9 +285,26 @@ def read_contents(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     ``rec_path`` is a file or URL, or a shard set (:func:`mxrec.datasets.shard_set.resolve_dataset`): then the
     shards' records follow each other, positions running across them (an InsightFace face layout is one
     file's, so shards are read as plain). Keys come from the ``.idx`` (default: beside the file, if present
-    and readable), else positions.
+    and readable), else positions. An opened dataset is read from its files, with its storage settings
+    (:func:`~mxrec.datasets.opening.dataset_files`); a mixture's sources follow each other, their class labels
+    moved by the mixture's label offsets (the records once each, not an epoch's shares).
     """
-    shards, manifest = resolve_dataset(rec_path, storage_options)
+    if is_mixture(rec_path):
+        mixture = as_mixture(rec_path, storage_options)
+        records, damage = [], []
+        for source, offset, first in zip(mixture.sources, mixture.label_offsets, mixture.starts.tolist(),
+                                         strict=False):
+            found = read_contents(source, key_type=key_type, decode=decode, workers=workers, layout=layout,
+                                  progress=progress)
+            for content in found.records:
+                content.position += len(records)
+                content.at = None if content.at is None else content.at + first
+                if offset and content.labels and not content.layout_record:
+                    content.labels = (content.labels[0] + offset, *content.labels[1:])
+            records.extend(found.records)
+            damage.extend(found.damage)
+        return FileContents(records, damage)
+    shards, manifest, storage_options = dataset_files(rec_path, storage_options)
     if len(shards) == 1 and manifest is None:
         return _file_contents(shards[0].rec, idx_path, key_type, decode, workers, layout, progress,
                               storage_options)[0]

@@ -5,7 +5,7 @@ thumbnails), no script and no network. The kit -- :func:`page` (a whole document
 same as one block, what a ``_repr_html_`` returns in Jupyter), :func:`checks_table`, :func:`table`,
 :func:`key_values`, :func:`bar_chart`, :func:`line_chart`, :func:`scatter_chart`, :func:`histogram2d_chart`,
 :func:`image_uri`, :func:`figure` -- is the one way mxrec draws a report. It knows no result type: it takes
-what they hold (a report's ``path``, ``ok`` and ``checks``; rows; values), so every room's results can use it.
+what they hold (a report's ``path``, ``ok`` and ``checks``; rows; values), so every subpackage's results can use it.
 
 The pages themselves are :mod:`mxrec.doctor.verify_page` (``verify --html``) and
 :mod:`mxrec.probing.html` (``probe --html``).

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
-from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.opening import DatasetSpec, hold_dataset
 from mxrec.doctor.html import escape, fragment, image_uri
 from mxrec.errors import HeaderError, ImageDecodeError, LayoutError, MxrecError, OptionError
 from mxrec.format.header import label_array, unpack
@@ -145,7 +145,7 @@ def sample_records(reader: Records) -> list[int]:
     return list(range(len(reader))) if faces is None else faces.positions.tolist()
 
 
-def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None, *,
+def contact_sheet(rec_path: DatasetSpec, idx_path: str | os.PathLike | None = None, *,
                   keys: Sequence[object] | None = None, count: int = 16, seed: int = 0, tile: int = 160,
                   columns: int | None = None, key_type: KeyType = int, label_names: dict[int, str] | None = None,
                   on_fault: Callable[[object, str], None] | None = None) -> ContactSheet:
@@ -157,7 +157,8 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     Parameters
     ----------
     rec_path
-        The dataset: a path, URL or shard set.
+        The dataset: a path, URL, shard set or mixture file, or a dataset already opened (read as it is, left
+        open).
     idx_path
         Its ``.idx``; default: beside the file.
     keys
@@ -191,7 +192,7 @@ def contact_sheet(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     RecordKeyError
         A key is not in the index.
     """
-    with open_dataset(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
+    with hold_dataset(rec_path, idx_path, key_type, duplicates="last", strict=False) as reader:
         if reader.damage is not None and on_fault is not None:
             on_fault(f"byte {reader.damage.offset}", reader.damage.reason)
         if keys is None:

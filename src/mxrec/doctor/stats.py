@@ -21,6 +21,7 @@ from types import ModuleType
 
 import numpy as np
 
+from mxrec.datasets.opening import DatasetSpec, dataset_name
 from mxrec.doctor.check_images import image_records
 from mxrec.doctor.check_labels import class_counts, labelled_records, resolve_label_kind
 from mxrec.doctor.contents import read_contents
@@ -107,7 +108,7 @@ class DatasetStats:
         return "\n".join(lines)
 
 
-def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
+def dataset_stats(rec_path: DatasetSpec, idx_path: str | os.PathLike | None = None,
                   key_type: KeyType = int, *, label_kind: str = "auto", workers: int | None = None,
                   label_names: dict[int, str] | None = None,
                   progress: Callable[[int, int], None] | None = None) -> DatasetStats:
@@ -119,7 +120,8 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     Parameters
     ----------
     rec_path
-        The dataset: a file, URL or shard set.
+        The dataset: a file, URL, shard set or mixture file, or a dataset already opened (its files read with its
+        storage settings; a mixture's sources with their labels moved by its label offsets).
     idx_path
         Its ``.idx``; default: the one beside it, if present.
     key_type
@@ -152,7 +154,7 @@ def dataset_stats(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
     images = [c for c in image_records(contents) if c.image.shape is not None and not c.image.fault]
     shapes = Counter(f"{c.image.shape[1]}x{c.image.shape[0]}x{c.image.shape[2]}" for c in images)
     return DatasetStats(
-        path=os.fspath(rec_path) if isinstance(rec_path, (str, os.PathLike)) else ", ".join(map(str, rec_path)),
+        path=dataset_name(rec_path),
         records=len(contents), labelled=len(records), label_kind=kind,
         label_widths=dict(sorted(Counter(len(r.labels) for r in records).items())),
         class_counts=dict(sorted(class_counts(records).items())) if kind == "class" else {},

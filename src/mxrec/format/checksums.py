@@ -23,12 +23,12 @@ from __future__ import annotations
 import base64
 import json
 import os
-import posixpath
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mxrec.errors import ChecksumError, MxrecError
+from mxrec.format.idx import sidecar_path
 
 FORMAT = "mxrec-checksums"
 VERSION = 1
@@ -46,9 +46,7 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
 
 def checksums_path(rec_path: str | os.PathLike) -> str:
     """The sidecar of ``rec_path``: ``data/train.rec`` -> ``data/train.checksums``."""
-    rec_path = os.fspath(rec_path)
-    stem, ext = posixpath.splitext(rec_path) if "://" in rec_path else os.path.splitext(rec_path)
-    return (stem if ext == ".rec" else rec_path) + SUFFIX
+    return sidecar_path(rec_path, SUFFIX)
 
 
 @dataclass(frozen=True, eq=False)

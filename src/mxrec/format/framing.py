@@ -167,22 +167,21 @@ def read_part_header(buf: Buffer, offset: int, end: int, path: str | None = None
     """
     if end - offset < PART_HEADER_SIZE:
         raise TruncatedRecordError(
-            path, offset, f"data ends inside a part header ({end - offset} of 8 bytes present)")
+            path, f"data ends inside a part header ({end - offset} of 8 bytes present)", offset=offset)
     magic, lrec = PART_HEADER.unpack_from(buf, offset)
     if magic != MAGIC:
         raise RecordFormatError(
-            path, offset, f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x}): not a record boundary")
+            path, f"bad magic 0x{magic:08x} (expected 0x{MAGIC:08x}): not a record boundary", offset=offset)
     cflag, length = lrec >> LENGTH_BITS, lrec & LENGTH_MASK
     if cflag > CFLAG_END:
-        raise RecordFormatError(path, offset, f"invalid cflag {cflag} in lrec word 0x{lrec:08x}")
+        raise RecordFormatError(path, f"invalid cflag {cflag} in lrec word 0x{lrec:08x}", offset=offset)
     stored = length + (-length % 4)
     if offset + PART_HEADER_SIZE + stored > end:
         available = end - offset - PART_HEADER_SIZE
         where = "padding" if available >= length else "data"
         raise TruncatedRecordError(
-            path, offset,
-            f"part declares {length} data bytes (+{stored - length} padding) but only "
-            f"{available} bytes remain: data ends inside the {where}")
+            path, f"part declares {length} data bytes (+{stored - length} padding) but only "
+            f"{available} bytes remain: data ends inside the {where}", offset=offset)
     return cflag, length
 
 
@@ -195,19 +194,19 @@ def _record_parts(buf: Buffer, offset: int, end: int, path: str | None) -> tuple
         return [(data, length)], after
     if cflag != CFLAG_START:
         raise RecordFormatError(
-            path, offset, f"a record cannot start with a part of cflag {cflag} "
-            "(continuation of a record whose first part is missing)")
+            path, f"a record cannot start with a part of cflag {cflag} "
+            "(continuation of a record whose first part is missing)", offset=offset)
     parts = [(data, length)]
     at = after
     while True:
         if at >= end:
             raise TruncatedRecordError(
-                path, at, f"data ends inside the multi-part record that starts at byte {offset}")
+                path, f"data ends inside the multi-part record that starts at byte {offset}", offset=at)
         cflag, length = read_part_header(buf, at, end, path)
         if cflag in (CFLAG_FULL, CFLAG_START):
             raise RecordFormatError(
-                path, at, f"multi-part record starting at byte {offset} has no end part: "
-                f"a part with cflag {cflag} follows")
+                path, f"multi-part record starting at byte {offset} has no end part: "
+                f"a part with cflag {cflag} follows", offset=at)
         parts.append((at + PART_HEADER_SIZE, length))
         at += PART_HEADER_SIZE + length + (-length % 4)
         if cflag == CFLAG_END:

@@ -35,6 +35,7 @@ IRHEADER_FORMAT = "<IfQQ"
 #: The fixed part of the IRHeader as a struct: ``IRHEADER.unpack_from(payload) -> (flag, label, id, id2)``.
 IRHEADER = struct.Struct(IRHEADER_FORMAT)
 IRHEADER_SIZE = IRHEADER.size  # 24
+_LABEL = struct.Struct("<f")
 ID_OFFSET = 8  # where the u64 id field starts
 
 
@@ -121,7 +122,7 @@ def label_array(header: IRHeader) -> np.ndarray:
     return np.asarray(header.label, dtype=np.float32)
 
 
-def shift_class_label(payload: bytes | memoryview, offset: int) -> bytes:
+def shift_class_label(payload: bytes | memoryview, offset: int) -> memoryview:
     """``payload`` with its class label moved up by ``offset``: the scalar label when ``flag`` is 0, else the first
     of its labels (mixing datasets whose classes each number from 0, :mod:`mxrec.datasets.mixture`).
 
@@ -134,17 +135,17 @@ def shift_class_label(payload: bytes | memoryview, offset: int) -> bytes:
 
     Returns
     -------
-    bytes
-        A new payload; the rest (the image) unchanged.
+    memoryview
+        A new payload (over a buffer of its own: one copy); the rest (the image) unchanged.
 
     Raises
     ------
     HeaderError
         ``payload`` has no IRHeader (or one that declares more labels than it holds).
     """
-    header, _ = unpack_header(payload)
-    at = 4 if header.flag == 0 else IRHEADER_SIZE  # the scalar label, or the first of the array
-    head = bytearray(payload[:at + 4])
-    value = struct.unpack_from("<f", head, at)[0] + offset
-    struct.pack_into("<f", head, at, value)
-    return bytes(head) + bytes(payload[len(head):])
+    if len(payload) < IRHEADER_SIZE or (int.from_bytes(payload[:4], "little") and len(payload) < IRHEADER_SIZE + 4):
+        unpack_header(payload)  # (raises, saying what is wrong)
+    out = bytearray(payload)  # one copy, and only one: this runs for every sample of a mixed source
+    at = 4 if out[0:4] == b"\0\0\0\0" else IRHEADER_SIZE  # the scalar label, or the first of the array
+    _LABEL.pack_into(out, at, _LABEL.unpack_from(out, at)[0] + offset)
+    return memoryview(out)

@@ -28,11 +28,31 @@ KeyType = Callable[[str], object]
 _ITER_BLOCK = 1 << 16  # keys converted to Python ints at a time when iterating
 
 
+def sidecar_path(rec_path: str | os.PathLike, suffix: str) -> str:
+    """The file beside a ``.rec`` named after it: ``data/train.rec`` and ``".idx"`` -> ``data/train.idx``.
+
+    A path that does not end in ``.rec`` gets ``suffix`` added. Only the name changes, so a local path and a URL are
+    treated alike.
+
+    Parameters
+    ----------
+    rec_path
+        The ``.rec`` path or URL.
+    suffix
+        The companion's suffix (``".idx"``, ``".checksums"``, ``".manifest.json"``).
+
+    Returns
+    -------
+    str
+        The companion's path.
+    """
+    rec_path = os.fspath(rec_path)
+    return (rec_path[:-len(".rec")] if rec_path.endswith(".rec") else rec_path) + suffix
+
+
 def index_path_for(rec_path: str | os.PathLike) -> str:
     """The conventional ``.idx`` path beside a ``.rec`` (``data.rec`` -> ``data.idx``)."""
-    rec_path = os.fspath(rec_path)
-    stem, ext = os.path.splitext(rec_path)
-    return (stem if ext == ".rec" else rec_path) + ".idx"
+    return sidecar_path(rec_path, ".idx")
 
 
 class IntKeys(Sequence):

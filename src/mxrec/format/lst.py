@@ -63,21 +63,20 @@ def parse_list_line(line: str, path: str | os.PathLike | None = None, line_numbe
     """Parse one ``.lst`` line (without or with its newline)."""
     fields = [f.strip() for f in line.strip().split("\t")]
     if len(fields) < 3:
-        raise ListFileError(path, line_number,
-                            f"expected 'index<TAB>label(s)<TAB>path' (at least 3 tab-separated fields), "
-                            f"got {len(fields)}: {line.rstrip()!r}")
+        raise ListFileError(path, f"expected 'index<TAB>label(s)<TAB>path' (at least 3 tab-separated fields), "
+                                  f"got {len(fields)}: {line.rstrip()!r}", line=line_number)
     try:
         index = int(fields[0])
     except ValueError:
-        raise ListFileError(path, line_number, f"index {fields[0]!r} is not an integer") from None
+        raise ListFileError(path, f"index {fields[0]!r} is not an integer", line=line_number) from None
     labels = []
     for field in fields[1:-1]:
         try:
             labels.append(float(field))
         except ValueError:
-            raise ListFileError(path, line_number, f"label {field!r} is not a number") from None
+            raise ListFileError(path, f"label {field!r} is not a number", line=line_number) from None
     if not fields[-1]:
-        raise ListFileError(path, line_number, "empty image path")
+        raise ListFileError(path, "empty image path", line=line_number)
     return ListEntry(index, tuple(labels), fields[-1])
 
 
@@ -132,8 +131,8 @@ def parse_label_names(text: str, path: str | os.PathLike | None = None) -> dict[
         except ValueError:
             key = None
         if not sep or key is None or not name:
-            raise ListFileError(path, number, f"expected 'label<TAB>name', got {line.rstrip()!r}")
+            raise ListFileError(path, f"expected 'label<TAB>name', got {line.rstrip()!r}", line=number)
         if key in names:
-            raise ListFileError(path, number, f"label {key} is named twice")
+            raise ListFileError(path, f"label {key} is named twice", line=number)
         names[key] = name
     return names

@@ -43,11 +43,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import posixpath
 from dataclasses import dataclass
 
 from mxrec.errors import ChecksumError, IncompleteSetError, ManifestError
 from mxrec.format.checksums import BlockChecksums
+from mxrec.format.idx import sidecar_path
 
 FORMAT = "mxrec-shards"
 VERSION = 1
@@ -134,9 +134,7 @@ class Manifest:
 
 def manifest_path(rec_path: str | os.PathLike) -> str:
     """The manifest of the shards written for ``rec_path``: ``data/train.rec`` -> ``data/train.manifest.json``."""
-    rec_path = os.fspath(rec_path)
-    stem, ext = posixpath.splitext(rec_path) if "://" in rec_path else os.path.splitext(rec_path)
-    return (stem if ext == ".rec" else rec_path) + MANIFEST_SUFFIX
+    return sidecar_path(rec_path, MANIFEST_SUFFIX)
 
 
 def parse_manifest(text: str | bytes, where: str | os.PathLike | None = None) -> Manifest:

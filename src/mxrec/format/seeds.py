@@ -25,5 +25,23 @@ def stream_key(*parts: int) -> int:
     """A 64-bit key that depends on every part and their order (each part taken modulo 2**64)."""
     key = 0
     for part in parts:
-        key = mix64((key + GAMMA + (int(part) & MASK)) & MASK)
+        key = extend_key(key, part)
     return key
+
+
+def extend_key(key: int, part: int) -> int:
+    """``stream_key(*parts, part)`` from ``key = stream_key(*parts)``: one part more, the others not mixed again.
+
+    Parameters
+    ----------
+    key
+        The key of the parts before.
+    part
+        The next part (taken modulo 2**64).
+
+    Returns
+    -------
+    int
+        The key of all the parts.
+    """
+    return mix64((key + GAMMA + (int(part) & MASK)) & MASK)

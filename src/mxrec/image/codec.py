@@ -31,12 +31,15 @@ A training loop decodes an image, writes it into a batch and forgets it. For
 that case :class:`DecodeBuffers` gives each thread memory to decode into that
 is reused from image to image: writing into memory already mapped avoids the
 page faults of a fresh array on every image, which made decoding about a
-third faster on the benchmark machine.
+third faster on the benchmark machine. Images under 128 KiB are decoded into
+fresh arrays instead (:attr:`DecodeBuffers.REUSE_BYTES`): they come without
+page faults, and passing a buffer costs more than that.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from types import ModuleType
 
@@ -52,6 +55,9 @@ PNG_FORMATS = (".png",)
 
 def opencv() -> ModuleType:
     """The ``cv2`` module, or a clear error if it is not installed."""
+    module = sys.modules.get("cv2")  # imported already: the per-image calls skip the import machinery
+    if module is not None:
+        return module
     return import_extra("cv2", "image encoding/decoding needs OpenCV (opencv-python-headless)", "image")
 
 
@@ -138,7 +144,12 @@ class DecodeBuffers:
 
     An image decoded into it stays valid only until the same thread decodes the
     next one: use it where each image is consumed (copied into a batch) at once.
+    Only images of at least :attr:`REUSE_BYTES` use it (:meth:`for_image`).
     """
+
+    #: Smaller images are decoded into fresh arrays: those come from the heap without page faults, and handing
+    #: simplejpeg a buffer costs more than that (about 0.5 us on a 32x32 image, 1.5 us at 64x64).
+    REUSE_BYTES = 1 << 17
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -149,6 +160,11 @@ class DecodeBuffers:
         if buf is None or buf.size < size:
             buf = self._local.buf = np.empty(max(size, 1 << 20), np.uint8)
         return buf[:size]
+
+    def for_image(self, size: int) -> np.ndarray | None:
+        """The memory to decode an image of ``size`` bytes into: :meth:`take`'s, or ``None`` (a fresh array) for
+        one smaller than :attr:`REUSE_BYTES`."""
+        return None if size < self.REUSE_BYTES else self.take(size)
 
 
 # EXIF orientation -> (swap rows and columns, then reverse rows, reverse columns): OpenCV's ExifTransform.
@@ -189,15 +205,18 @@ def decode_pixels(buf: bytes | memoryview, channels: int = 3, *, what: str = "im
         raise ImageDecodeError(f"{what}: cannot decode to {channels} channels (1, 3 or 4)")
     space = _SIMPLEJPEG_SPACE.get(channels)
     jpeg = simplejpeg() if space is not None and is_jpeg(buf) else None
+    header = jpeg_header(buf) if jpeg is not None and exif_orientation else None
     # a malformed EXIF block (orientation None): only OpenCV knows what it does with it
-    orientation = jpeg_header(buf).orientation if jpeg is not None and exif_orientation else 1
+    orientation = 1 if header is None else header.orientation
     if jpeg is not None and orientation is not None:
         try:
-            if buffers is None:
-                img = jpeg.decode_jpeg(buf, colorspace=space)
-            else:
-                height, width = jpeg.decode_jpeg_header(buf)[:2]
-                img = jpeg.decode_jpeg(buf, colorspace=space, buffer=buffers.take(height * width * channels))
+            out = None
+            if buffers is not None:
+                frame = None if header is None or header.problem is not None else header.frame
+                # the size from the headers already walked, else from libjpeg-turbo's (a second header parse)
+                height, width = (frame.height, frame.width) if frame else jpeg.decode_jpeg_header(buf)[:2]
+                out = buffers.for_image(height * width * channels)
+            img = jpeg.decode_jpeg(buf, colorspace=space, buffer=out)
         except ValueError:
             pass  # damaged or unusual JPEG: OpenCV decides, as MXNet's fallback does
         else:
@@ -254,7 +273,7 @@ def decode_pixels_scaled(buf: bytes | memoryview, channels: int, min_height: int
             height, width = -(-full_height // divisor), -(-full_width // divisor)
             if height >= min_height and width >= min_width:
                 break
-        out = None if buffers is None else buffers.take(height * width * channels)
+        out = None if buffers is None else buffers.for_image(height * width * channels)
         try:
             img = jpeg.decode_jpeg(buf, colorspace=space, min_height=height, min_width=width, buffer=out)
         except ValueError:

@@ -1,5 +1,5 @@
-"""What a WebDataset, Parquet or TFRecord set holds: records, classes, payload kinds (``mxrec info`` and
-``mxrec verify`` on them).
+"""What a set of a registered format (:mod:`mxrec.interop.formats`) holds: records, classes, payload kinds
+(``mxrec info`` and ``mxrec verify`` on them).
 
 A set with a manifest (``NAME.convert.json``) is described from it; any other
 set, and any set with ``check=True``, is read once, in a stream: every tar
@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from mxrec.interop.job import MODULES, open_foreign
+from mxrec.interop.formats import get_format
 from mxrec.interop.record import Report
 from mxrec.interop.sets import infer_format, resolve_set
 from mxrec.storage.filesystem import StorageOptions
@@ -35,12 +35,11 @@ def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str
         return {"format": fmt, "files": len(found.files), "records": manifest.records, "classes": manifest.classes,
                 "class_names": manifest.class_names, "kinds": manifest.kinds, "manifest": found.manifest_path,
                 "problems": None}
-    module = MODULES[fmt]
+    declared = get_format(fmt)
     for path in found.files:
-        with open_foreign(path, storage_options) as stream:
-            for record in module.read_records(stream, path):
-                record.key = record.key if record.key is not None else str(report.records)
-                report.add(record)
+        for record in declared.records(path, storage_options):
+            record.key = record.key if record.key is not None else str(report.records)
+            report.add(record)
     out = {"format": fmt, "files": len(found.files), "records": report.records, "classes": len(report.classes),
            "class_names": None if found.manifest is None else found.manifest.class_names, "kinds": dict(report.kinds),
            "manifest": found.manifest_path, "problems": report.problem_count, "payload_bytes": report.payload_bytes}

@@ -18,17 +18,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from mxrec.errors import MxrecError, import_extra
-from mxrec.interop.job import (
-    ConvertResult,
-    OutputSet,
-    Progress,
-    Task,
-    convert,
-    publish,
-    run_task,
-    write_class_names,
-)
+from mxrec.interop.formats import RECORDIO
+from mxrec.interop.job import ConvertResult, OutputSet, Plan, Progress, convert, publish, write_class_names
 from mxrec.interop.record import Record, foreign_record
+from mxrec.interop.tasks import Task, run_task
 from mxrec.io.shards import ShardLimit, parse_shard_size
 from mxrec.packing.extract import dataset_stem
 from mxrec.storage.commit import Commit
@@ -93,12 +86,13 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
             rows = dataset.cast_column(image_column, datasets.Image(decode=False))
     total = len(dataset) if hasattr(dataset, "__len__") else 0
     limit = parse_shard_size(str(shard_size)) if isinstance(shard_size, (int, str)) else shard_size
-    out = OutputSet("recordio", target, dataset_stem(target), storage_options)
+    out = OutputSet(format=RECORDIO, path=target, stem=dataset_stem(target), storage_options=storage_options)
     sharded = limit is not None
     commit = Commit(out.manifest() if sharded else target, storage_options)
     try:  # (a URL output: the shards are written here, then uploaded into the staging folder there)
         staging = commit.staging_folder()
-        task = Task(0, "huggingface", None, 0, total, "recordio", staging, limit, storage_options=storage_options,
+        task = Task(number=0, source_format="huggingface", spec=None, start=0, stop=total, target_format=RECORDIO,
+                    staging=staging, limit=limit, storage_options=storage_options,
                     upload=staging if is_url(target) else None)
         done = [0]
 
@@ -112,7 +106,10 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
         feature = getattr(dataset, "features", {}).get(label_column) if hasattr(dataset, "features") else None
         if feature is not None and hasattr(feature, "names"):
             names = dict(enumerate(feature.names))
-        files, manifest = publish(out, [result], sharded, True, commit, names, result.report)
+        job = Plan(source_format="huggingface", target_format=RECORDIO, spec=None, total=total, indexed=True,
+                   class_names=names, out=out, sharded=sharded, limit=limit, ranges=[(0, total)], bases=[0],
+                   storage_options=storage_options)
+        files, manifest = publish(job, [result], commit, result.report)
     except BaseException as exc:
         commit.abort(exc)  # (nothing after a publish: it cleans up after itself)
         raise

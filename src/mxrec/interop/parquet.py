@@ -11,8 +11,12 @@ metadata (as ``datasets`` itself writes them):
   label, -1 (``datasets``' "no label") for array, fractional or raw records;
 * ``key`` (the ``.idx`` key as text), ``kind`` (the payload kind), and the
   exact IRHeader: ``flag``, ``header_label``, ``id``, ``id2`` (``uint64``),
-  ``labels`` (the ``flag`` float32 labels), ``raw`` (no IRHeader), ``irheader``
-  (the header bytes where a label is not a finite number, else null).
+  ``labels`` (the ``flag`` float32 labels), ``raw`` (no IRHeader), and only in a
+  file that needs it ``irheader`` (the header bytes where a label is not a
+  finite number, else null): a column of nulls would stop PyTorch's default
+  collate (``set_transform`` then a ``DataLoader``, the ``datasets`` tutorial's
+  pattern). The first record that needs it adds it to the file written so far
+  (:meth:`Writer.add_header_column`: read back and written again, once).
 
 Rows go out in row groups of at most :data:`ROW_GROUP_BYTES` of payload (or
 :data:`ROW_GROUP_ROWS` rows), so neither the writer nor a reader holds more
@@ -27,20 +31,20 @@ keys and ids are then positions.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
 
 from mxrec.errors import MxrecError, import_extra
+from mxrec.interop.formats import BufferStream, Format
 from mxrec.interop.record import Payload, Record, foreign_record
-from mxrec.interop.sets import BufferStream
 from mxrec.storage.write_behind import WriteBehind
 
-FORMAT = "parquet"
-SUFFIX = ".parquet"
-EXTRA = "parquet"
-INDEX_SUFFIX = ""  # no index file beside a shard
+FORMAT = Format(name="parquet", title="Parquet (Hugging Face)", module=__name__, suffixes=(".parquet",),
+                extra="parquet", counts_from_footer=True,
+                loading='`datasets.load_dataset("parquet", data_dir=DIR)`')
 ROW_GROUP_BYTES = 8 << 20  # see the module docstring
 ROW_GROUP_ROWS = 10_000
 _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2", "labels", "raw", "irheader")
@@ -48,11 +52,11 @@ _COLUMNS = ("key", "image", "label", "kind", "flag", "header_label", "id", "id2"
 
 def require_pyarrow() -> Any:
     """``pyarrow`` (with ``pyarrow.parquet``), or :class:`MissingExtraError` naming ``mxrec[parquet]``."""
-    import_extra("pyarrow.parquet", "Parquet needs pyarrow, which is not installed", EXTRA)
-    return import_extra("pyarrow", "Parquet needs pyarrow, which is not installed", EXTRA)
+    import_extra("pyarrow.parquet", "Parquet needs pyarrow, which is not installed", FORMAT.extra)
+    return import_extra("pyarrow", "Parquet needs pyarrow, which is not installed", FORMAT.extra)
 
 
-def features(class_names: dict[int, str] | None) -> dict[str, Any]:
+def features(class_names: dict[int, str] | None, header_column: bool = False) -> dict[str, Any]:
     """The ``datasets`` features of the columns (the ``huggingface`` schema metadata)."""
     def value(dtype: str) -> dict[str, str]:
         return {"dtype": dtype, "_type": "Value"}
@@ -60,19 +64,20 @@ def features(class_names: dict[int, str] | None) -> dict[str, Any]:
     label = value("int64")
     if class_names:
         label = {"names": [class_names.get(i, str(i)) for i in range(max(class_names) + 1)], "_type": "ClassLabel"}
-    return {"key": value("string"), "image": {"_type": "Image"}, "label": label, "kind": value("string"),
-            "flag": value("uint32"), "header_label": value("float32"), "id": value("uint64"), "id2": value("uint64"),
-            "labels": {"feature": value("float32"), "_type": "List"}, "raw": value("bool"),
-            "irheader": value("binary")}
+    out = {"key": value("string"), "image": {"_type": "Image"}, "label": label, "kind": value("string"),
+           "flag": value("uint32"), "header_label": value("float32"), "id": value("uint64"), "id2": value("uint64"),
+           "labels": {"feature": value("float32"), "_type": "List"}, "raw": value("bool")}
+    return {**out, "irheader": value("binary")} if header_column else out
 
 
-def schema(class_names: dict[int, str] | None) -> Any:
+def schema(class_names: dict[int, str] | None, header_column: bool = False) -> Any:
     pa = require_pyarrow()
     fields = [("key", pa.string()), ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
               ("label", pa.int64()), ("kind", pa.string()), ("flag", pa.uint32()), ("header_label", pa.float32()),
-              ("id", pa.uint64()), ("id2", pa.uint64()), ("labels", pa.list_(pa.float32())), ("raw", pa.bool_()),
-              ("irheader", pa.binary())]
-    meta = {"huggingface": json.dumps({"info": {"features": features(class_names)}})}
+              ("id", pa.uint64()), ("id2", pa.uint64()), ("labels", pa.list_(pa.float32())), ("raw", pa.bool_())]
+    if header_column:
+        fields.append(("irheader", pa.binary()))
+    meta = {"huggingface": json.dumps({"info": {"features": features(class_names, header_column)}})}
     return pa.schema(fields, metadata=meta)
 
 
@@ -81,17 +86,48 @@ class Writer:
 
     def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
         pa = require_pyarrow()
-        import pyarrow.parquet as pq
 
-        self.pa = pa
+        self.pa, self.path, self.class_names = pa, path, class_names
         self.schema = schema(class_names)
-        self.writer = pq.ParquetWriter(path, self.schema, compression="none", use_dictionary=["kind"],
-                                       write_statistics=False)
-        self.columns: dict[str, list] = {name: [] for name in (*_COLUMNS, "path")}
+        self.writer = self._open(path)
+        self.columns: dict[str, list] = {name: [] for name in (*_COLUMNS, "path") if name != "irheader"}
         self.pending_bytes = 0
         self.behind = WriteBehind()  # a row group is built and written while the next one's rows are gathered
 
+    def _open(self, path: str) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetWriter(path, self.schema, compression="none", use_dictionary=["kind"],
+                                write_statistics=False)
+
+    def add_header_column(self) -> None:
+        """Add the ``irheader`` column (nulls for the rows written so far): the file is read back and written
+        again under the new schema, row group by row group (once a file, for the first record that needs it)."""
+        import pyarrow.parquet as pq
+
+        self.behind.finish(self.writer)
+        self.schema = schema(self.class_names, header_column=True)
+        rewritten = self.path + ".rewrite"
+        writer = self._open(rewritten)
+        try:
+            old = pq.ParquetFile(self.path)
+            for group in range(old.num_row_groups):
+                table = old.read_row_group(group, use_threads=False)
+                nulls = self.pa.nulls(table.num_rows, self.pa.binary())
+                writer.write_table(self.pa.Table.from_arrays([*table.columns, nulls], schema=self.schema))
+        except BaseException:
+            writer.close()
+            os.unlink(rewritten)
+            raise
+        os.replace(rewritten, self.path)
+        self.writer = writer
+        self.behind = WriteBehind()
+        self.columns["irheader"] = [None] * len(self.columns["key"])
+
     def write(self, record: Record, payload: Payload) -> None:
+        head = record.verbatim_head()
+        if head is not None and "irheader" not in self.columns:
+            self.add_header_column()
         c = self.columns
         c["key"].append(record.key)
         c["image"].append(record.data)  # copied into the Arrow buffer by the writing thread: one copy
@@ -104,7 +140,8 @@ class Writer:
         c["id2"].append(record.id2)
         c["labels"].append(record.labels if record.labels is not None else ())
         c["raw"].append(record.raw)
-        c["irheader"].append(record.verbatim_head())
+        if "irheader" in c:
+            c["irheader"].append(head)
         self.pending_bytes += len(record.data)
         if self.pending_bytes >= ROW_GROUP_BYTES or len(c["key"]) >= ROW_GROUP_ROWS:
             self.flush()
@@ -122,10 +159,10 @@ class Writer:
         images = pa.array(c["image"], pa.binary())
         image = pa.StructArray.from_arrays([images, pa.array(c["path"], pa.string())], names=["bytes", "path"])
         arrays = [image if name == "image" else pa.array(c[name], self.schema.field(name).type)
-                  for name in _COLUMNS]
+                  for name in _COLUMNS if name in c]
         table = pa.Table.from_arrays(arrays, schema=self.schema)
         self.behind.submit(self.writer.write_table, table, len(table))
-        self.columns = {name: [] for name in (*_COLUMNS, "path")}
+        self.columns = {name: [] for name in c}
         self.pending_bytes = 0
 
     def close(self) -> None:
@@ -204,7 +241,7 @@ def read_records(stream: IO[bytes] | BufferStream, where: str, image_column: str
                 yield foreign_record(data, label)
 
 
-def count_records(stream: IO[bytes]) -> int:
+def count_records(stream: IO[bytes], where: str) -> int:
     """Rows of a Parquet file, from its footer."""
     require_pyarrow()
     import pyarrow.parquet as pq

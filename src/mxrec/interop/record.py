@@ -204,7 +204,7 @@ def inspect_payload(data: bytes | memoryview) -> Payload:
         if frame is not None:
             return Payload(kind, ext, frame.height, frame.width)
         shape = image_shape(data, kind)
-    except ImageDecodeError as exc:  # the image room raises only these for damaged headers
+    except ImageDecodeError as exc:  # mxrec.image raises only these for damaged headers
         return Payload(kind, ext, 0, 0, f"broken {kind}: {exc}")
     return Payload(kind, ext, *(shape[:2] if shape else (0, 0)))
 

@@ -1,17 +1,23 @@
 """Which format a path holds, the files of a foreign shard set, and the set's manifest (``NAME.convert.json``).
 
-A WebDataset, Parquet or TFRecord set written by ``mxrec convert`` is
-``NAME_00000.tar`` (``.parquet``, ``.tfrecord``), ``NAME_00001.tar`` ... beside
-``NAME.convert.json``, written last::
+A set written by ``mxrec convert`` is its data files, ``NAME_00000.tar``
+(``.parquet``, ``.tfrecord``, ``.array_record``), ``NAME_00001.tar`` ..., or one
+``NAME.tar`` when one file was asked for, and beside them the hidden folder
+``.mxrec/`` holding what is not data: ``NAME.convert.json``, written last, and
+the index files a format writes beside each shard (TFRecord's DALI indexes).
+Each library's usual loading lines (``load_dataset("parquet", data_dir=...)``,
+``glob("*.tfrecord*")``, ``glob("NAME_*")``) skip a hidden folder; mxrec's readers
+look there::
 
     {"format": "webdataset", "version": 1, "records": 1200, "indexed": true, "classes": 10,
      "class_names": {"0": "cat", ...} or null, "kinds": {"jpeg": 1199, "other": 1},
      "shards": [{"path": "NAME_00000.tar", "records": 1200, "bytes": 123456789}]}
 
-``indexed`` says whether the ``.rec`` it came from had an ``.idx`` (converting
-back writes one only then). A set without a manifest is unfinished, or was
-made by another tool; such sets are read too (a file, a folder, a glob, a
-brace range or a list, local or at a URL).
+Paths in it are relative to the folder of the data (a manifest found beside the
+data, as older versions wrote it, is read too). ``indexed`` says whether the
+``.rec`` it came from had an ``.idx`` (converting back writes one only then). A
+set without a manifest is unfinished, or was made by another tool; such sets are
+read too (a file, a folder, a glob, a brace range or a list, local or at a URL).
 """
 
 from __future__ import annotations
@@ -26,15 +32,13 @@ from typing import Any
 from mxrec.datasets.shard_set import expand_braces
 from mxrec.errors import ManifestError, OptionError
 from mxrec.format.manifest import MANIFEST_SUFFIX, refuse_marker
+from mxrec.interop.formats import RECORDIO, format_names, format_of_name, get_format, known_formats
 from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
 from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent
-from mxrec.storage.memory_map import prefault
 
 MANIFEST = ".convert.json"
-PREFAULT = 8 << 20  # bytes of a mapped source file whose pages are mapped at once (see BufferStream)
+META = ".mxrec"  # the folder beside the data that holds what is not data: manifests, DALI's indexes
 VERSION = 1
-SUFFIXES = {"webdataset": (".tar",), "parquet": (".parquet",), "tfrecord": (".tfrecord", ".tfrecords")}
-FORMATS = ("recordio", "webdataset", "parquet", "tfrecord", "folder")
 
 
 @dataclass
@@ -75,24 +79,37 @@ def parse_set_manifest(text: bytes | str, where: str) -> SetManifest:
             str(shard["path"]), int(shard["records"]), int(shard["bytes"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ManifestError(where, f"not a convert manifest: {exc}") from None
-    if manifest.format not in SUFFIXES:
+    if manifest.format not in known_formats:
         raise ManifestError(where, f"unknown format {manifest.format!r}")
     return manifest
 
 
-def manifest_name(stem: str) -> str:
-    return stem + MANIFEST
+def manifest_path(folder: str, stem: str) -> str:
+    """Where the manifest of the set ``stem`` in ``folder`` goes: ``FOLDER/.mxrec/STEM.convert.json``."""
+    return join(join(folder, META), stem + MANIFEST)
+
+
+def data_folder(manifest: str) -> str:
+    """The folder of the data a manifest lists (its paths are relative to it)."""
+    folder = parent(manifest)
+    return parent(folder) if basename(folder) == META else folder
+
+
+def _manifests(folder: str, storage_options: StorageOptions) -> list[str]:
+    """The manifests of the sets in ``folder`` (in ``.mxrec/``, else beside the data as older versions wrote them)."""
+    meta = join(folder, META)
+    found = listdir(meta, storage_options) if isdir(meta, storage_options) else []
+    return [p for p in found if p.endswith(MANIFEST)] or [p for p in listdir(folder, storage_options)
+                                                          if p.endswith(MANIFEST)]
 
 
 def _format_of_name(name: str) -> str | None:
     if name.endswith(MANIFEST):
         return "manifest"
     if name.endswith((".rec", MANIFEST_SUFFIX)):
-        return "recordio"
-    for fmt, suffixes in SUFFIXES.items():
-        if name.endswith(suffixes):
-            return fmt
-    return None
+        return RECORDIO
+    found = format_of_name(name)
+    return None if found is None else found.name
 
 
 def infer_format(spec: str | os.PathLike | Sequence[str | os.PathLike], storage_options: StorageOptions = None,
@@ -108,7 +125,7 @@ def infer_format(spec: str | os.PathLike | Sequence[str | os.PathLike], storage_
         return found
     if not output and not any(c in spec for c in "*?[{") and isdir(spec, storage_options):
         kinds = {_format_of_name(basename(p)) for p in listdir(spec, storage_options)} - {None}
-        manifests = [p for p in listdir(spec, storage_options) if p.endswith(MANIFEST)]
+        manifests = _manifests(spec, storage_options)
         if len(manifests) == 1:
             return parse_set_manifest(read_bytes(manifests[0], storage_options), manifests[0]).format
         kinds.discard("manifest")
@@ -117,51 +134,21 @@ def infer_format(spec: str | os.PathLike | Sequence[str | os.PathLike], storage_
         if not kinds:
             return "folder"
     raise OptionError(f"{spec}: cannot tell the format from the name; give --from/--to "
-                      f"({', '.join(FORMATS)})")
-
-
-class BufferStream:
-    """A read-only buffer (a mapped file) read like a file, each ``read`` a view of it: no copy.
-
-    The pages ahead of the position are mapped :data:`PREFAULT` bytes at a time
-    (:func:`~mxrec.storage.memory_map.prefault`), so copying the views later costs no page faults.
-    """
-
-    def __init__(self, buffer: Any) -> None:
-        self.buffer = buffer
-        self.view = memoryview(buffer)
-        self.at = 0
-        self.mapped_to = 0  # the pages before this offset are prefaulted
-
-    def read(self, size: int = -1) -> memoryview:
-        end = len(self.view) if size < 0 else min(self.at + size, len(self.view))
-        self.map_ahead(end)
-        out = self.view[self.at:end]
-        self.at = end
-        return out
-
-    def map_ahead(self, end: int) -> None:
-        """Make sure the pages up to ``end`` are mapped: if not, map from the position to ``end`` and
-        :data:`PREFAULT` bytes more (for a reader that takes views at offsets of its own, a tar reader's)."""
-        if end <= self.mapped_to:
-            return
-        start = max(self.at, self.mapped_to)
-        self.mapped_to = min(len(self.view), max(end, start + PREFAULT))
-        prefault(self.buffer, start, self.mapped_to)
+                      f"({', '.join(format_names())})")
 
 
 def foreign_format(spec: Any, storage_options: StorageOptions = None) -> str | None:
-    """The format of a WebDataset, Parquet or TFRecord set, or ``None`` (RecordIO, an image folder, or unclear)."""
+    """The format of a set of a registered format, or ``None`` (RecordIO, an image folder, or unclear)."""
     try:
         fmt = infer_format(spec, storage_options)
     except (OptionError, ManifestError, OSError):
         return None
-    return fmt if fmt in SUFFIXES else None
+    return fmt if fmt in known_formats else None
 
 
 @dataclass
 class ForeignSet:
-    """The files of a WebDataset, Parquet or TFRecord set, in order, and its manifest if it has one."""
+    """The files of a set of a registered format, in order, and its manifest if it has one."""
 
     format: str
     files: list[str]
@@ -175,7 +162,7 @@ class ForeignSet:
 
 def _from_manifest(path: str, storage_options: StorageOptions) -> ForeignSet:
     manifest = parse_set_manifest(read_bytes(path, storage_options), path)
-    folder = parent(path)
+    folder = data_folder(path)
     files = [join(folder, s["path"]) for s in manifest.shards]
     for shard, file in zip(manifest.shards, files, strict=True):
         if not is_url(file):
@@ -193,7 +180,7 @@ def resolve_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str,
                 storage_options: StorageOptions = None) -> ForeignSet:
     """The files of a foreign set: a manifest, a folder (its manifest, else its files of the format), a glob, a
     brace range, one file, or a list of files."""
-    suffixes = SUFFIXES[fmt]
+    suffixes = get_format(fmt).suffixes
     if not isinstance(spec, (str, os.PathLike)):
         files = [p if is_url(p) else local_path(p) for p in map(os.fspath, spec)]
         return ForeignSet(fmt, files)
@@ -207,18 +194,21 @@ def resolve_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str,
         if not files:
             raise ManifestError(spec, f"the pattern matches no {'/'.join(suffixes)} file")
         for folder in sorted({parent(p) for p in files}):  # a set being written there is no set to take part of
-            for manifest in glob(join(folder, "*" + MANIFEST), storage_options):
+            for manifest in _manifests(folder, storage_options):
                 with contextlib.suppress(ValueError, UnicodeDecodeError):  # (only a marker speaks against them)
                     refuse_marker(json.loads(read_bytes(manifest, storage_options)), manifest)
         return ForeignSet(fmt, files)
     if spec.endswith(suffixes):
-        stem = spec[:-len(next(s for s in suffixes if spec.endswith(s)))]
-        if not exists(spec, storage_options) and exists(manifest_name(stem), storage_options):
-            return _from_manifest(manifest_name(stem), storage_options)
+        name = basename(spec)
+        manifest = manifest_path(parent(spec), name[:-len(next(s for s in suffixes if name.endswith(s)))])
+        if exists(manifest, storage_options):  # the set of that name (sharded), or its one file: its manifest
+            found = _from_manifest(manifest, storage_options)
+            if not exists(spec, storage_options) or [basename(f) for f in found.files] == [name]:
+                return found
         return ForeignSet(fmt, [spec if is_url(spec) else local_path(spec)])
     if isdir(spec, storage_options):
         found = listdir(spec, storage_options)
-        manifests = [p for p in found if p.endswith(MANIFEST)]
+        manifests = _manifests(spec, storage_options)
         if len(manifests) == 1:
             return _from_manifest(manifests[0], storage_options)
         files = [p for p in found if p.endswith(suffixes) and not basename(p).startswith(".")]

@@ -35,15 +35,15 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError, import_extra
+from mxrec.interop.formats import BufferStream, Format
 from mxrec.interop.record import Payload, Record, foreign_record
-from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
 from mxrec.storage.write_behind import WriteBehind
 
-FORMAT = "tfrecord"
-SUFFIX = ".tfrecord"
-EXTRA = "tfrecord"
-INDEX_SUFFIX = ".idx"  # NAME_00000.tfrecord.idx: "offset size" per record, as DALI's and tfrecord's tfrecord2idx
+# the index beside each file: "offset size" per record, as DALI's and tfrecord's tfrecord2idx write it
+FORMAT = Format(name="tfrecord", title="TFRecord (tf.train.Example)", module=__name__,
+                suffixes=(".tfrecord", ".tfrecords"), extra="tfrecord", index_suffix=".idx",
+                loading='`tf.data.TFRecordDataset(glob("DIR/*.tfrecord"))`')
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _HEAD = struct.Struct("<QI")  # a frame's length and the length's masked CRC-32C
@@ -96,8 +96,8 @@ def example_class() -> Any:
 def require_tfrecord() -> tuple[Any, Any]:
     """``(Example class, crc32c)``, or :class:`MissingExtraError` naming ``mxrec[tfrecord]``."""
     what = "TFRecord needs the protobuf and crc32c packages, which are not installed"
-    crc32c = import_extra("crc32c", what, EXTRA)
-    import_extra("google.protobuf", what, EXTRA)
+    crc32c = import_extra("crc32c", what, FORMAT.extra)
+    import_extra("google.protobuf", what, FORMAT.extra)
     return example_class(), crc32c
 
 
@@ -115,18 +115,11 @@ def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-class Writer:
-    """Write records as ``Example`` records of one TFRecord file at ``path`` (a local file)."""
+class ExampleEncoder:
+    """Records as serialized ``tf.train.Example`` messages in the ImageNet convention (see the module docstring)."""
 
-    def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
-        self.example_type, self.crc32c = require_tfrecord()
+    def __init__(self, class_names: dict[int, str] | None = None) -> None:
         self.class_names = class_names or {}
-        self.file = open(path, "wb", buffering=0)  # frames go out in blocks: one writev
-        self.behind = WriteBehind()  # a block's writev while the next block's Examples are made
-        self.index = open(path + INDEX_SUFFIX, "w", encoding="ascii", newline="\n")
-        self.offset = 0
-        self.frames: list[bytes] = []
-        self.pending = 0
 
     def example(self, record: Record, payload: Payload) -> tuple[bytes, bytes | memoryview, bytes]:
         """The serialized ``Example`` of ``record`` in three pieces, ``(before, payload, after)``, the payload not
@@ -163,6 +156,20 @@ class Writer:
         size += len(key_value)
         entry = before + b"\x0a" + _varint(size) + key_value + bytes_list + values
         return b"\x0a" + _varint(len(entry) + len(data) + len(rest)) + entry, data, rest
+
+
+class Writer(ExampleEncoder):
+    """Write records as ``Example`` records of one TFRecord file at ``path`` (a local file)."""
+
+    def __init__(self, path: str, class_names: dict[int, str] | None = None) -> None:
+        super().__init__(class_names)
+        self.example_type, self.crc32c = require_tfrecord()
+        self.file = open(path, "wb", buffering=0)  # frames go out in blocks: one writev
+        self.behind = WriteBehind()  # a block's writev while the next block's Examples are made
+        self.index = open(path + FORMAT.index_suffix, "w", encoding="ascii", newline="\n")
+        self.offset = 0
+        self.frames: list[bytes] = []
+        self.pending = 0
 
     def write(self, record: Record, payload: Payload) -> None:
         pieces = self.example(record, payload)
@@ -262,16 +269,18 @@ def iter_frames(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple[
         if len(head) < 12:
             if not head:
                 return
-            raise TruncatedRecordError(where, offset, f"the file ends inside a TFRecord length ({len(head)} bytes)")
+            raise TruncatedRecordError(where, f"the file ends inside a TFRecord length ({len(head)} bytes)",
+                                       offset=offset)
         length, stored = unpack_head(head)
         if _mask(crc(head[:8], 0, _KEEP_GIL)) != stored:
-            raise RecordFormatError(where, offset, "bad TFRecord length checksum (not a TFRecord file, or damaged)")
+            raise RecordFormatError(where, "bad TFRecord length checksum (not a TFRecord file, or damaged)",
+                                    offset=offset)
         body = read(length + 4)
         if len(body) < length + 4:
-            raise TruncatedRecordError(where, offset, f"the file ends inside a {length}-byte TFRecord record")
+            raise TruncatedRecordError(where, f"the file ends inside a {length}-byte TFRecord record", offset=offset)
         data = body[:length]
         if _mask(crc(data, 0, _KEEP_GIL)) != unpack_crc(body, length)[0]:
-            raise RecordFormatError(where, offset, "bad TFRecord data checksum (damaged record)")
+            raise RecordFormatError(where, "bad TFRecord data checksum (damaged record)", offset=offset)
         yield offset, data
         offset += 16 + length
 
@@ -289,7 +298,8 @@ def count_records(stream: IO[bytes] | BufferStream, where: str) -> int:
         if not head:
             return count
         if len(head) < 12 or masked_crc(crc32c, head[:8]) != _CRC.unpack_from(head, 8)[0]:
-            raise RecordFormatError(where, offset, "bad TFRecord length or checksum (not a TFRecord file, or damaged)")
+            raise RecordFormatError(where, "bad TFRecord length or checksum (not a TFRecord file, or damaged)",
+                                    offset=offset)
         offset += 16 + _LENGTH.unpack_from(head)[0]
         count += 1
 
@@ -362,34 +372,36 @@ def split_image(data: bytes | memoryview) -> tuple[bytes | memoryview, bytes] | 
 def read_records(stream: IO[bytes] | BufferStream, where: str) -> Iterator[Record]:
     """The records of one TFRecord file (``key`` is ``None`` for files of other tools)."""
     example_type, _ = require_tfrecord()
+    for offset, data in iter_frames(stream, where):
+        yield example_record(example_type, data, where, offset)
+
+
+def example_record(example_type: Any, data: bytes | memoryview, where: str, offset: int) -> Record:
+    """The record a serialized ``Example`` holds (``key`` ``None`` for one another tool wrote); ``offset`` names
+    where it is in ``where`` on an error."""
     from google.protobuf.message import DecodeError
 
-    for offset, data in iter_frames(stream, where):
-        split = split_image(data)
-        try:
-            feature = example_type.FromString(data if split is None else split[1]).features.feature
-        except DecodeError as exc:
-            raise RecordFormatError(where, offset, f"the TFRecord record is not a tf.train.Example ({exc})") from None
-        # a second image/encoded entry (protobuf keeps the last of a key) is in what protobuf read
-        image = _first(feature, "image/encoded", "bytes_list") if split is None or "image/encoded" in feature \
-            else split[0]
-        image = image or b""
-        key = _first(feature, "mxrec/key", "bytes_list")
-        if key is None:
-            yield foreign_record(image, _first(feature, "image/class/label", "int64_list"))
-            continue
-        head = _first(feature, "mxrec/irheader", "bytes_list")
-        if head is not None:  # the header as stored (never written for a raw record): one field to read
-            yield Record.from_head(key.decode(), head, image)
-            continue
-        # a raw record, or a file written before mxrec stored every header: the fields
-        if _first(feature, "mxrec/raw", "int64_list"):
-            yield Record.from_fields(key.decode(), image, raw=True)
-            continue
-        labels = list(feature["mxrec/label"].float_list.value)  # float32 values (np.asarray of it: 7 us)
-        flag = _first(feature, "mxrec/flag", "int64_list")
-        yield Record.from_fields(key.decode(), image, flag=flag, label=labels[0],
-                                 id=_first(feature, "mxrec/id", "int64_list") % _U64,
-                                 id2=_first(feature, "mxrec/id2", "int64_list") % _U64,
-                                 labels=labels[1:] if flag else None,
-                                 head=_first(feature, "mxrec/irheader", "bytes_list"))
+    split = split_image(data)
+    try:
+        feature = example_type.FromString(data if split is None else split[1]).features.feature
+    except DecodeError as exc:
+        raise RecordFormatError(where, f"the record is not a tf.train.Example ({exc})", offset=offset) from None
+    # a second image/encoded entry (protobuf keeps the last of a key) is in what protobuf read
+    image = _first(feature, "image/encoded", "bytes_list") if split is None or "image/encoded" in feature \
+        else split[0]
+    image = image or b""
+    key = _first(feature, "mxrec/key", "bytes_list")
+    if key is None:
+        return foreign_record(image, _first(feature, "image/class/label", "int64_list"))
+    head = _first(feature, "mxrec/irheader", "bytes_list")
+    if head is not None:  # the header as stored (never written for a raw record): one field to read
+        return Record.from_head(key.decode(), head, image)
+    # a raw record, or a file written before mxrec stored every header: the fields
+    if _first(feature, "mxrec/raw", "int64_list"):
+        return Record.from_fields(key.decode(), image, raw=True)
+    labels = list(feature["mxrec/label"].float_list.value)  # float32 values (np.asarray of it: 7 us)
+    flag = _first(feature, "mxrec/flag", "int64_list")
+    return Record.from_fields(key.decode(), image, flag=flag, label=labels[0],
+                              id=_first(feature, "mxrec/id", "int64_list") % _U64,
+                              id2=_first(feature, "mxrec/id2", "int64_list") % _U64,
+                              labels=labels[1:] if flag else None)

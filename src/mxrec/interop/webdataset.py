@@ -45,15 +45,14 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from mxrec.errors import RecordFormatError, TruncatedRecordError
+from mxrec.interop.formats import BufferStream, Format
 from mxrec.interop.record import Payload, Record, foreign_record
-from mxrec.interop.sets import BufferStream
 from mxrec.io.writer import write_all
 from mxrec.storage.write_behind import WriteBehind
 
-FORMAT = "webdataset"
-SUFFIX = ".tar"
-EXTRA = "webdataset"  # reading and writing need only the standard library; the extra brings the reader to test with
-INDEX_SUFFIX = ""  # no index file beside a shard
+# reading and writing need only the standard library; the extra brings the library the tars are made for
+FORMAT = Format(name="webdataset", title="WebDataset", module=__name__, suffixes=(".tar",), extra="webdataset",
+                loading='`wds.WebDataset("DIR/train_{00000..00015}.tar", shardshuffle=100)`')
 _to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one a call
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
@@ -248,7 +247,7 @@ def iter_members(stream: IO[bytes] | BufferStream, where: str) -> Iterator[tuple
             fileobj.seek(start)
             data = fileobj.read(length)
         if len(data) < length:
-            raise TruncatedRecordError(where, start - _BLOCK, f"the tar file ends inside a {length}-byte member")
+            raise TruncatedRecordError(where, f"the tar file ends inside a {length}-byte member", offset=start - _BLOCK)
         yield name, data
 
 
@@ -260,7 +259,7 @@ def _tarfile_member(fileobj: Any, offset: int, mapped: bool,
     try:
         tar = tarfile.TarFile(fileobj=fileobj, encoding="utf-8", errors="surrogateescape")
     except tarfile.ReadError as exc:  # a damaged first header
-        raise RecordFormatError(where, offset, f"not a tar file, or damaged ({exc})") from None
+        raise RecordFormatError(where, f"not a tar file, or damaged ({exc})", offset=offset) from None
     member = tar.firstmember
     if member is None:
         raise _damage(fileobj, offset, where)
@@ -274,7 +273,7 @@ def _tarfile_member(fileobj: Any, offset: int, mapped: bool,
         except tarfile.ReadError:
             data = b""
     if len(data) < member.size:
-        raise TruncatedRecordError(where, member.offset, f"the tar file ends inside a {member.size}-byte member")
+        raise TruncatedRecordError(where, f"the tar file ends inside a {member.size}-byte member", offset=member.offset)
     return (member.name, data), tar.offset
 
 
@@ -284,13 +283,13 @@ def _damage(fileobj: Any, offset: int, where: str) -> RecordFormatError:
     fileobj.seek(offset)
     header = fileobj.read(_BLOCK)
     if len(header) < _BLOCK:
-        return TruncatedRecordError(where, offset, "the tar file ends inside a member header")
+        return TruncatedRecordError(where, "the tar file ends inside a member header", offset=offset)
     try:
         tarfile.TarInfo.frombuf(header, "utf-8", "surrogateescape")
         reason = "a member header tarfile cannot follow"
     except tarfile.HeaderError as exc:
         reason = str(exc)
-    return RecordFormatError(where, offset, f"bad tar header ({reason}): damaged, or not a tar file")
+    return RecordFormatError(where, f"bad tar header ({reason}): damaged, or not a tar file", offset=offset)
 
 
 def _samples(stream: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, bytes]]]:

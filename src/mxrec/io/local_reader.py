@@ -74,20 +74,9 @@ class LocalRecordReader(Records):
     ----------
     path
         The local ``.rec`` file (a path or a ``file://`` URL).
-    index
-        ``None``: the ``.idx`` beside the file if it exists, else a scan of the
-        file. ``True``: the ``.idx`` beside the file is required (as
-        :class:`~mxrec.io.writer.RecordWriter`'s ``index=True`` names it). A
-        path: that ``.idx``. ``False``: always scan.
-    key_type
-        Converts ``.idx`` keys: ``int`` (default), or ``str`` for string keys.
-    duplicates
-        ``"error"`` (default) rejects an ``.idx`` with a repeated key;
-        ``"last"`` keeps MXNet's rule (the last line wins for key look-ups).
-    strict
-        When ``False``, a scan that meets damaged framing skips over the damage
-        (the resync rule), keeps every intact record, and stores the first fault
-        in :attr:`damage` instead of raising.
+    index, key_type, duplicates, strict
+        As :func:`~mxrec.io.opener.RecordReader` takes them (the ``.idx``, how its keys read, the rule for a
+        repeated key, and whether a scan steps over damaged framing, keeping the first fault in :attr:`damage`).
     checksums
         The file's block checksums; ``None`` (default): its sidecar
         ``NAME.checksums`` if there is one; ``True``: the sidecar is required;
@@ -297,7 +286,7 @@ class LocalRecordReader(Records):
         try:
             return self._key_store.position(key)
         except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key) from None
+            raise RecordKeyError(self.index_path or self.path, key=key) from None
 
     @property
     def nbytes(self) -> int:

@@ -1,7 +1,9 @@
-"""Opening one ``.rec`` file: :func:`RecordReader` picks the reader for where the file lives."""
+"""Opening one ``.rec`` file: :func:`RecordReader` picks the reader for where the file lives, and
+:func:`open_sequential` the bytes a reader from start to end walks."""
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Literal
 
@@ -10,8 +12,10 @@ from mxrec.format.idx import KeyType
 from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.records import Records
 from mxrec.io.remote_reader import RemoteRecordReader
+from mxrec.io.stream import RecordStream
 from mxrec.storage.block_cache import BlockCache
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.filesystem import StorageOptions, is_url, local_path
+from mxrec.storage.memory_map import map_file
 
 
 def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None = None,
@@ -82,3 +86,30 @@ def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None
                                   checksums=checksums)
     return LocalRecordReader(path, index, key_type, duplicates=duplicates, strict=strict, checksums=checksums,
                              storage=storage_options)
+
+
+def open_sequential(path: str | os.PathLike) -> RecordStream | mmap.mmap | bytes:
+    """What a reader that walks ``path`` from its first record to its last reads: a local file's bytes, memory-mapped,
+    or a :class:`~mxrec.io.stream.RecordStream` over a URL (read ahead in large ranges).
+
+    Parameters
+    ----------
+    path
+        The ``.rec`` file or URL.
+
+    Returns
+    -------
+    RecordStream | mmap.mmap | bytes
+        The stream, or the mapped bytes (release them with :func:`mxrec.storage.memory_map.release`).
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no such file (a missing remote file fails here too, not at its first read).
+    """
+    path = os.fspath(path)
+    if is_url(path):
+        stream = RecordStream(path)
+        stream.file.stat()
+        return stream
+    return map_file(local_path(path))

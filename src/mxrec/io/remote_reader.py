@@ -17,7 +17,8 @@ of the file for the last), so a record is fetched with exactly its bytes.
   reads, and warns (:class:`NoIndexWarning`) that it did.
 
 Every fetched record is checked (its length by the fetch, its framing when
-decoded); bytes that fail the framing check are fetched once more, bypassing
+decoded, and that it fills exactly its extent: the bytes up to the next
+record); bytes that fail the framing check are fetched once more, bypassing
 the cache (a misbehaving server can answer with an error page as data), and
 then raise :class:`~mxrec.errors.RecordFormatError` naming the URL, the byte
 offset and the record's key. With block checksums (the sidecar ``NAME.checksums``,
@@ -103,7 +104,18 @@ def window_for(plan: ReadPlan, storage: Storage) -> ShuffleWindow:
 
 def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:
     """The same framing error, its offset made absolute (``base`` + the offset in the fetched bytes)."""
-    return type(exc)(path, base + exc.offset, exc.reason + note)
+    return type(exc)(path, exc.reason + note, offset=base + exc.offset)
+
+
+def _whole_record(data: bytes) -> bytes:
+    """The payload of the record that must fill ``data`` (the bytes of its extent, up to the next record) exactly:
+    one that ends short of it is bytes of another place of the file (a server that served the right length from
+    the wrong offset), never taken for this record. Offsets in the error are relative to ``data``."""
+    payload, after = framing.decode_record(data, 0)
+    if after != len(data):
+        raise RecordFormatError(None, f"the record ends here, {len(data) - after} bytes short of its extent "
+                                      "(the next record's offset): these are not its bytes", offset=after)
+    return payload
 
 
 class RemoteRecordReader(Records):
@@ -240,7 +252,7 @@ class RemoteRecordReader(Records):
         try:
             return self._key_store.position(key)
         except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key) from None
+            raise RecordKeyError(self.index_path or self.path, key=key) from None
 
     def __getitem__(self, position: int) -> bytes:
         return self.read_batch([position])[0]
@@ -264,7 +276,7 @@ class RemoteRecordReader(Records):
         out = []
         for position, (start, end), data in zip(at.tolist(), ranges, datas, strict=True):
             try:
-                out.append(framing.decode_record(data, 0)[0])
+                out.append(_whole_record(data))
             except RecordFormatError:
                 out.append(self._refetch(position, start, end))
         return out
@@ -376,7 +388,7 @@ class RemoteRecordReader(Records):
         """Fetch a record that failed its framing check once more, bypassing the cache; raise if it fails again."""
         data = self._read([(start, end)], fresh=True)[0]
         try:
-            return framing.decode_record(data, 0)[0]
+            return _whole_record(data)
         except RecordFormatError as exc:
             error = _shifted(exc, start, self.path, f" (record {self.keys[position]!r})")
             if self.index_path is not None and not framing.is_record_start(data, 0):

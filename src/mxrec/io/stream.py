@@ -51,9 +51,9 @@ class RecordStream:
                     return payload, self._start + after
                 except TruncatedRecordError as exc:
                     if self._start + len(self._data) >= size:
-                        raise type(exc)(self.url, self._start + exc.offset, exc.reason) from None
+                        raise type(exc)(self.url, exc.reason, offset=self._start + exc.offset) from None
                 except RecordFormatError as exc:
-                    raise type(exc)(self.url, self._start + exc.offset, exc.reason) from None
+                    raise type(exc)(self.url, exc.reason, offset=self._start + exc.offset) from None
                 # the record runs past the window: fetch from its start, at least twice as much
                 self._window = max(min(MAX_WINDOW, self._window * 2), 2 * (len(self._data) - relative))
             self._load(offset)
@@ -61,7 +61,7 @@ class RecordStream:
     def _load(self, offset: int) -> None:
         end = min(self.size, offset + self._window)
         if offset >= end:
-            raise TruncatedRecordError(self.url, offset, "data ends before the record")
+            raise TruncatedRecordError(self.url, "data ends before the record", offset=offset)
         self._data = self.file.read(offset, end)
         self._start = offset
         self._window = min(MAX_WINDOW, self._window * 2)

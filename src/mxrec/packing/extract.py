@@ -40,14 +40,14 @@ last, so a listed set is a complete one.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mxrec.datasets.face_set import read_face_set
-from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.mixture import MIX_SUFFIX, Mixture
+from mxrec.datasets.opening import DatasetSpec, hold_dataset
 from mxrec.datasets.shard_set import ShardSetReader
 from mxrec.errors import HeaderError, IndexFileError, RecordFormatError, UnsafePathError
 from mxrec.format.header import IRHeader, label_array, unpack_header
@@ -57,8 +57,8 @@ from mxrec.format.manifest import MANIFEST_SUFFIX
 from mxrec.image.signatures import image_extension
 from mxrec.io.lists import write_list
 from mxrec.io.records import Records
-from mxrec.storage import remote
-from mxrec.storage.filesystem import basename, check_writable, is_url, join
+from mxrec.storage.files import spooled_folder
+from mxrec.storage.filesystem import basename, check_writable, join
 
 UNKNOWN_EXTENSION = ".bin"
 
@@ -118,7 +118,7 @@ def _labels(header: IRHeader) -> tuple[float, ...]:
     return tuple(float(v) for v in label_array(header))
 
 
-def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
+def extract_records(rec_path: DatasetSpec, out_dir: str | os.PathLike, *,
                     idx_path: str | os.PathLike | None = None, key_type: KeyType = int, flat: bool = False,
                     label_names: dict[int, str] | None = None, layout: str = "auto",
                     progress: Callable[[int, int], None] | None = None) -> ExtractResult:
@@ -135,7 +135,8 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     Parameters
     ----------
     rec_path
-        The dataset (a path, URL or shard set).
+        The dataset (a path, URL, shard set or mixture file), or a dataset already opened (read as it is, left
+        open; a mixture's records once each, labels moved by its label offsets).
     out_dir
         The folder to write into (a path or URL; a URL is filled from a local
         spool folder, the ``.lst`` uploaded last).
@@ -166,18 +167,22 @@ def extract_records(rec_path: str | os.PathLike, out_dir: str | os.PathLike, *,
     """
     out_dir = os.fspath(out_dir)
     check_writable(out_dir)
-    if is_url(out_dir):
-        with tempfile.TemporaryDirectory(prefix="mxrec-extract-", dir=os.environ.get("MXREC_SPOOL_DIR")) as local:
-            result = extract_records(rec_path, local, idx_path=idx_path, key_type=key_type, flat=flat,
-                                     label_names=label_names, layout=layout, progress=progress)
-            upload_folder(local, out_dir, last=result.lst_path)
-        result.out_dir = out_dir
-        result.lst_path = join(out_dir, os.path.basename(result.lst_path))
-        return result
+    with spooled_folder(out_dir) as folder:  # a URL is written locally, then uploaded, the .lst last
+        result = _extract(rec_path, folder.path, idx_path, key_type, flat, label_names, layout, progress)
+        folder.last = result.lst_path
+    result.out_dir = out_dir
+    result.lst_path = join(out_dir, os.path.basename(result.lst_path))
+    return result
+
+
+def _extract(rec_path: str | os.PathLike, out_dir: str, idx_path: str | os.PathLike | None, key_type: KeyType,
+             flat: bool, label_names: dict[int, str] | None, layout: str,
+             progress: Callable[[int, int], None] | None) -> ExtractResult:
+    """:func:`extract_records` into the local folder ``out_dir``."""
     stem = dataset_stem(rec_path)
     entries: list[ListEntry] = []
     used: set[str] = set()
-    with open_dataset(rec_path, index=idx_path, key_type=key_type, strict=False) as reader:
+    with hold_dataset(rec_path, idx_path, key_type, strict=False) as reader:
         if isinstance(reader, ShardSetReader) and reader.manifest is not None:
             reader.check()  # a missing or cut shard fails now, before any file is written
         os.makedirs(out_dir, exist_ok=True)
@@ -237,18 +242,17 @@ def _batched(reader: Records, positions: Sequence[int]) -> Iterator[tuple[int, b
 
 
 def dataset_stem(spec: object) -> str:
-    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, for ``[train_0.rec, ...]``."""
+    """A name for a dataset: ``train`` for ``train.rec``, for ``train.manifest.json``, ``train.mix.json``, for
+    ``[train_0.rec, ...]`` and for a reader of one of those (``mixture`` for :func:`~mxrec.datasets.mixture.mix`'s)."""
+    if isinstance(spec, Mixture):
+        return "mixture"
+    if isinstance(spec, ShardSetReader):
+        spec = spec.manifest or spec.shards[0].rec
+    elif isinstance(spec, Records):
+        spec = spec.path
     first = os.fspath(spec if isinstance(spec, (str, os.PathLike)) else next(iter(spec)))  # type: ignore[call-overload]
     name = basename(first.rstrip("/"))
-    if name.endswith(MANIFEST_SUFFIX):
-        return name[:-len(MANIFEST_SUFFIX)]
+    for suffix in (MANIFEST_SUFFIX, MIX_SUFFIX):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
     return os.path.splitext(name)[0] or "dataset"
-
-
-def upload_folder(local: str, url: str, last: str | None = None) -> None:
-    """Upload every file under ``local`` to the folder ``url``, ``last`` (a file among them) after all the others."""
-    files = sorted(os.path.join(d, n) for d, _, names in os.walk(local) for n in names)
-    if last is not None:
-        files = [f for f in files if f != last] + [last]
-    for path in files:
-        remote.upload(path, join(url, os.path.relpath(path, local).replace(os.sep, "/")))

@@ -57,12 +57,12 @@ from mxrec.format.header import IRHeader, pack, unpack_header
 from mxrec.format.lst import ListEntry, resolve_list_path
 from mxrec.image.codec import opencv
 from mxrec.image.signatures import image_format
-from mxrec.io.lists import iter_numbered_list
+from mxrec.io.lists import image_path, iter_numbered_list, lists_with_prefix
 from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 from mxrec.packing.prepare import ImageTransform
-from mxrec.storage.files import glob, read_bytes
-from mxrec.storage.filesystem import is_url, join
+from mxrec.storage.files import read_bytes
+from mxrec.storage.filesystem import absolute, join
 
 _MAX_ID = 2**64 - 1
 Outcome = tuple[bytes | None, str | None]  # an image's record payload, or None and why it was skipped
@@ -118,10 +118,10 @@ def read_pack_list(lst_path: str | os.PathLike, root: str | os.PathLike = ".") -
     first_line: dict[int, int] = {}
     for number, entry in iter_numbered_list(lst_path):
         if not 0 <= entry.index <= _MAX_ID:
-            raise ListFileError(lst_path, number, f"index {entry.index} is not a record id (0 .. 2**64-1)")
+            raise ListFileError(lst_path, f"index {entry.index} is not a record id (0 .. 2**64-1)", line=number)
         if entry.index in first_line:
-            raise ListFileError(lst_path, number,
-                                f"index {entry.index} is already used on line {first_line[entry.index]}")
+            raise ListFileError(lst_path, f"index {entry.index} is already used on line {first_line[entry.index]}",
+                                line=number)
         first_line[entry.index] = number
         try:
             resolve_list_path(root, entry.path)
@@ -134,7 +134,7 @@ def read_pack_list(lst_path: str | os.PathLike, root: str | os.PathLike = ".") -
 def image_record(entry: ListEntry, root: str | os.PathLike, transform: ImageTransform,
                  pack_label: bool = False) -> bytes:
     """The record payload for one ``.lst`` entry: ``IRHeader`` + the transformed image file."""
-    path = join(root, entry.path) if is_url(root) else resolve_list_path(root, entry.path)
+    path = image_path(root, entry.path)
     data = read_bytes(path)
     body = transform.apply(data, what=path)
     return pack(IRHeader(0, record_label(entry.labels, pack_label), entry.index, 0), body)
@@ -338,18 +338,9 @@ def find_prefix_lists(prefix: str | os.PathLike) -> list[str]:
     else its parent; every file there whose absolute path starts with the
     absolute ``prefix`` and ends with ``.lst`` is packed.
     """
-    if is_url(os.fspath(prefix)):
-        prefix = os.fspath(prefix)
-        lists = [p for p in glob(prefix + "*.lst") + glob(prefix.rstrip("/") + "/*.lst") if p.startswith(prefix)]
-        if not lists:
-            raise PackError(f"no .lst file starts with the prefix {prefix!r}")
-        return sorted(set(lists))
-    prefix = os.path.abspath(prefix)
-    folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
-    lists = sorted(path for path in (os.path.join(folder, name) for name in os.listdir(folder))
-                   if path.startswith(prefix) and path.endswith(".lst") and os.path.isfile(path))
+    lists = lists_with_prefix(prefix)
     if not lists:
-        raise PackError(f"no .lst file starts with the prefix {prefix!r}")
+        raise PackError(f"no .lst file starts with the prefix {absolute(prefix)!r}")
     return lists
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import csv
 import os
+import posixpath
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -53,8 +54,8 @@ from dataclasses import dataclass
 from mxrec.errors import ListFileError, MxrecError, OptionError, UnsafePathError
 from mxrec.format.lst import ListEntry, check_list_path, resolve_list_path
 from mxrec.io.lists import label_names_path, write_label_names, write_list
-from mxrec.storage import remote
-from mxrec.storage.filesystem import check_writable, filesystem, is_url, join
+from mxrec.storage.files import walk
+from mxrec.storage.filesystem import check_writable, join
 
 DEFAULT_EXTS = (".jpeg", ".jpg", ".png")
 DEFAULT_SEED = 100  # the seed im2rec always uses
@@ -78,57 +79,21 @@ def _is_image(name: str, exts: frozenset[str]) -> bool:
 def _checked_path(relpath: str, where: str) -> str:
     problem = check_list_path(relpath)
     if problem is not None:
-        raise ListFileError(where, None, f"{problem}; rename the file to list it")
+        raise ListFileError(where, f"{problem}; rename the file to list it")
     return relpath
-
-
-def _loops_back(parent: str, child: str) -> bool:
-    """Whether directory ``child`` of ``parent`` is (a link to) ``parent`` or one of its ancestors."""
-    real_parent, real_child = os.path.realpath(parent), os.path.realpath(child)
-    return real_parent == real_child or real_parent.startswith(real_child.rstrip(os.sep) + os.sep)
 
 
 def walk_images(root: str | os.PathLike, recursive: bool = False,
                 exts: Iterable[str] = DEFAULT_EXTS) -> ImageList:
-    """The images under ``root`` with im2rec's indices and labels (not shuffled)."""
+    """The images under ``root`` (a folder or a URL) with im2rec's indices and labels (not shuffled): in
+    ``os.walk``'s order with sorted names, a label per folder holding images (``recursive``), else label 0."""
     root = os.fspath(root)
     wanted = frozenset(ext.lower() for ext in exts)
-    if is_url(root):
-        return _walk_remote(root, recursive, wanted)
-    if not os.path.isdir(root):
-        raise MxrecError(f"{root}: not a directory")
-    entries: list[ListEntry] = []
-    if not recursive:
-        for name in sorted(os.listdir(root)):
-            full = os.path.join(root, name)
-            if os.path.isfile(full) and _is_image(name, wanted):
-                entries.append(ListEntry(len(entries), (0.0,), _checked_path(os.path.relpath(full, root), full)))
-        return ImageList(entries, {0: os.curdir})
-    labels: dict[str, int] = {}
-    for path, dirs, files in os.walk(root, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not _loops_back(path, os.path.join(path, d)))
-        for name in sorted(files):
-            full = os.path.join(path, name)
-            if os.path.isfile(full) and _is_image(name, wanted):
-                label = labels.setdefault(path, len(labels))
-                entries.append(ListEntry(len(entries), (float(label),),
-                                         _checked_path(os.path.relpath(full, root), full)))
-    return ImageList(entries, {label: os.path.relpath(path, root) for path, label in labels.items()})
-
-
-def _walk_remote(root: str, recursive: bool, wanted: frozenset[str]) -> ImageList:
-    """:func:`walk_images` for a URL: one listing, then the order and labels ``os.walk`` would give."""
-    base = filesystem(root)[1].rstrip("/")
-    found = remote.find(root, recursive=recursive)
-    relative = [path[len(base) + 1:] for path in found if path.startswith(base + "/")]
-    # top-down, sorted: a folder's files, then its sub-folders (as os.walk with sorted names)
-    relative.sort(key=lambda rel: (tuple(rel.split("/")[:-1]), rel.rsplit("/", 1)[-1]))
     entries: list[ListEntry] = []
     labels: dict[str, int] = {}
-    for rel in relative:
+    for rel in walk(root, recursive):
         if _is_image(rel, wanted):
-            folder = rel.rsplit("/", 1)[0] if "/" in rel else os.curdir
-            label = labels.setdefault(folder, len(labels)) if recursive else 0
+            label = labels.setdefault(posixpath.dirname(rel) or os.curdir, len(labels)) if recursive else 0
             entries.append(ListEntry(len(entries), (float(label),), _checked_path(rel, join(root, rel))))
     return ImageList(entries, {label: folder for folder, label in labels.items()} if recursive else {0: os.curdir})
 
@@ -293,22 +258,22 @@ def read_labelled_csv(csv_path: str | os.PathLike, root: str | os.PathLike) -> I
         if not rows and cells[0].lower() in CSV_HEADER_NAMES and not os.path.exists(os.path.join(root, cells[0])):
             continue
         if len(cells) < 2:
-            raise ListFileError(csv_path, number, f"expected 'path{delimiter}label', got {row!r}")
+            raise ListFileError(csv_path, f"expected 'path{delimiter}label', got {row!r}", line=number)
         path, labels = cells[0], cells[1:]
         if not all(labels):
-            raise ListFileError(csv_path, number, f"empty label for {path!r}")
+            raise ListFileError(csv_path, f"empty label for {path!r}", line=number)
         problem = check_list_path(path)
         if problem is not None:
-            raise ListFileError(csv_path, number, problem)
+            raise ListFileError(csv_path, problem, line=number)
         try:
             full = resolve_list_path(root, path)
         except UnsafePathError as exc:
-            raise ListFileError(csv_path, number, str(exc)) from None
+            raise ListFileError(csv_path, str(exc), line=number) from None
         if not os.path.isfile(full):
-            raise ListFileError(csv_path, number, f"image file {full!r} does not exist")
+            raise ListFileError(csv_path, f"image file {full!r} does not exist", line=number)
         rows.append((number, path, labels))
     if not rows:
-        raise ListFileError(csv_path, None, "no rows with a path and a label: nothing to list")
+        raise ListFileError(csv_path, "no rows with a path and a label: nothing to list")
     numeric = all(_is_number(label) for _, _, labels in rows for label in labels)
     if numeric:
         label_names: dict[int, str] = {}

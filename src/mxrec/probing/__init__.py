@@ -1,6 +1,6 @@
 """The pipeline doctor: run a loader configuration briefly, check its batches, find the bound, say what to change.
 
-``verify`` checks the files; this room checks the *running* pipeline -- the other half of the pre-flight
+``verify`` checks the files; this subpackage checks the *running* pipeline -- the other half of the pre-flight
 checklist -- and measures where the time goes, inside the real pipeline (the stage timers of
 :mod:`mxrec.train.timing`), not a copy of it.
 
@@ -13,7 +13,7 @@ checklist -- and measures where the time goes, inside the real pipeline (the sta
 * :mod:`~mxrec.probing.probe`: :func:`probe` (``mxrec.probe``), :class:`ProbeResult`, sweeps;
 * :mod:`~mxrec.probing.html`: the result as one self-contained HTML page.
 
-The room is named ``probing`` so that ``mxrec.probe`` stays the function. Library code never prints.
+The subpackage is named ``probing`` so that ``mxrec.probe`` stays the function. Library code never prints.
 Records are opened with :func:`~mxrec.datasets.shard_set.open_dataset` and read through the
 :class:`~mxrec.io.records.Records` contract, whose :meth:`~mxrec.io.records.Records.io_stats` gives the
 remote requests and block-cache lookups. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,

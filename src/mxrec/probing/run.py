@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mxrec.datasets.opening import open_dataset
+from mxrec.datasets.opening import dataset_name, hold_dataset
 from mxrec.datasets.samples import open_samples
 from mxrec.errors import ParameterError
 from mxrec.format.header import unpack_header
@@ -104,7 +104,7 @@ class ProbeRun:
 
 
 def _params_path(params: dict[str, Any]) -> str:
-    return str(params.get("path_imgrec", ""))
+    return dataset_name(params.get("path_imgrec", ""))
 
 
 def _batch_facts(data: Any, label: Any, pad: int) -> BatchFacts:
@@ -186,7 +186,7 @@ def _limits(batches: int | None, seconds: float | None) -> tuple[int | None, flo
 def _run_iterator(dataset: Any, params: dict[str, Any], batches: int | None, seconds: float | None, warmup: int,
                   step_time: float) -> ProbeRun:
     params = {**params, "path_imgrec": dataset}
-    run = ProbeRun(str(dataset), "iterator", params, warmup, step_time)
+    run = ProbeRun(dataset_name(dataset), "iterator", params, warmup, step_time)
     clock = StageClock()
     with ImageRecordIter(**params) as it:
         run.threads, run.prefetch = it.params.preprocess_threads, it.params.prefetch_buffer
@@ -253,7 +253,7 @@ def _iterator_labels(p: Any) -> tuple[DatasetLabels | None, str]:
     try:
         return dataset_labels(samples.records, samples.faces), ""
     finally:
-        samples.records.close()
+        samples.close()
 
 
 def _run_loader(loader: Any, batches: int | None, seconds: float | None, warmup: int, step_time: float) -> ProbeRun:
@@ -337,16 +337,17 @@ def _run_loader(loader: Any, batches: int | None, seconds: float | None, warmup:
 def _run_records(dataset: Any, params: dict[str, Any], batches: int | None, seconds: float | None,
                  warmup: int) -> ProbeRun:
     batch_size = int(params.get("batch_size", 256))
-    run = ProbeRun(str(dataset), "records", {"batch_size": batch_size}, warmup, 0.0)
-    reader = open_dataset(dataset, storage_options=params.get("storage_options"), cache_dir=params.get("cache_dir"))
+    run = ProbeRun(dataset_name(dataset), "records", {"batch_size": batch_size}, warmup, 0.0)
+    held = hold_dataset(dataset, storage_options=params.get("storage_options"), cache_dir=params.get("cache_dir"))
+    reader = held.records
     try:
         total = len(reader)
         if not total:
-            raise ParameterError(f"{dataset}: no records to read")
+            raise ParameterError(f"{reader.path}: no records to read")
         run.images = stored_images(reader)
         clock = StageClock()
         positions = itertools.cycle(range(0, total, batch_size))
-        sampler = MachineSampler(str(dataset))
+        sampler = MachineSampler(dataset_name(dataset))
 
         def read() -> tuple[int, int]:
             start = next(positions)
@@ -370,7 +371,7 @@ def _run_records(dataset: Any, params: dict[str, Any], batches: int | None, seco
         run.stages = clock.snapshot()
         run.remote = _remote_counters(io0, reader.io_stats())
     finally:
-        reader.close()
+        held.close()
     return run
 
 

@@ -2,7 +2,10 @@
 
 What is read: anything mxrec opens as a dataset (:func:`~mxrec.datasets.shard_set.resolve_dataset`): one ``.rec``
 or URL, a list, a glob, a brace range, a folder or prefix, a shard manifest (``NAME.manifest.json``), or
-the ``.rec`` name a sharded pack was given.
+the ``.rec`` name a sharded pack was given; a mixture file; or a dataset already opened (``open_dataset``'s, a
+shard set, a face set's faces, a :func:`~mxrec.datasets.mixture.mix`), whose ``.idx`` tables are taken as they are
+(not read again) and whose storage settings go to the tasks (a mixture's rows: its sources' records once each,
+class labels moved by its label offsets).
 Rows are the records in dataset order (shard by shard, ``.idx`` order within a shard, as
 :class:`~mxrec.io.local_reader.RecordReader` gives them):
 
@@ -44,7 +47,7 @@ import functools
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -54,16 +57,21 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
 
-from mxrec.datasets.shard_set import Shard, resolve_dataset
+from mxrec.datasets.mixture import Mixture
+from mxrec.datasets.opening import DatasetSpec, as_mixture, is_mixture
+from mxrec.datasets.shard_set import Shard, ShardSetReader, resolve_dataset
+from mxrec.datasets.subset import RecordSubset
 from mxrec.errors import HeaderError, ManifestError, ParameterError, RecordFormatError
 from mxrec.format import framing
-from mxrec.format.header import label_array, unpack_header
+from mxrec.format.header import label_array, shift_class_label, unpack_header
 from mxrec.format.idx import IntKeys, KeyType
 from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.index import resolve_index
+from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.opener import RecordReader
-from mxrec.io.remote_reader import record_ends
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.io.records import Records
+from mxrec.io.remote_reader import RemoteRecordReader, record_ends
+from mxrec.storage.filesystem import StorageOptions, absolute, is_url
 from mxrec.storage.memory_map import mapped
 from mxrec.storage.remote_file import RemoteFile
 
@@ -89,13 +97,16 @@ def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike],
 
 @dataclass(frozen=True)
 class _Shard:
-    """A shard as the driver knows it: the ``.idx`` keys and offsets (None: no ``.idx``) and record extents."""
+    """A shard as the driver knows it: the ``.idx`` keys and offsets (None: no ``.idx``) and record extents; for a
+    dataset handed in opened, the storage settings it reads with and the label offset a mixture gives its rows."""
 
     ref: Shard
     keys: np.ndarray | list | None  # int64 keys, or str keys
     offsets: np.ndarray | None
     extents: np.ndarray | None  # bytes from each record to the next record start (or the end of the file)
     size: int
+    storage: StorageOptions = None
+    label_offset: int = 0
 
     @property
     def records(self) -> int | None:
@@ -116,6 +127,31 @@ def _load_shard(ref: Shard, manifest: str | None, key_type: KeyType, storage_opt
     return _Shard(ref, keys, offsets, record_ends(offsets, size) - offsets, size)
 
 
+def opened_shards(dataset: Records) -> list[_Shard]:
+    """The shards of a dataset already opened, from its readers' own ``.idx`` tables (nothing read again): one file,
+    a shard set, a face set's faces, or a mixture's sources (each shard with its source's label offset)."""
+    if isinstance(dataset, Mixture):
+        return [replace(shard, label_offset=shard.label_offset + offset)
+                for source, offset in zip(dataset.sources, dataset.label_offsets, strict=True)
+                for shard in opened_shards(source)]
+    if isinstance(dataset, ShardSetReader):
+        return [shard for n in range(len(dataset.shards)) for shard in opened_shards(dataset.shard(n))]
+    if isinstance(dataset, RecordSubset):
+        whole, = opened_shards(dataset.reader)
+        at = dataset.positions
+        keys = whole.keys[at] if isinstance(whole.keys, np.ndarray) else [whole.keys[p] for p in at.tolist()]
+        return [replace(whole, keys=keys, offsets=whole.offsets[at], extents=whole.extents[at])]
+    if isinstance(dataset, (LocalRecordReader, RemoteRecordReader)):
+        rec = absolute(dataset.path)
+        keys = np.asarray(dataset.keys) if isinstance(dataset.keys, IntKeys) else list(dataset.keys)
+        offsets = np.asarray(dataset.offsets, np.int64)
+        size = dataset.nbytes
+        return [_Shard(Shard(rec, dataset.index_path), keys, offsets, record_ends(offsets, size) - offsets, size,
+                       dataset.storage)]
+    raise ParameterError(f"{dataset.path}: Ray reads the record files of a dataset; a {type(dataset).__name__} has "
+                         "none of its own")
+
+
 @dataclass(frozen=True)
 class _Piece:
     """Part of one shard that a read task reads: ``.idx`` entries, or (keys and offsets None) all of it."""
@@ -126,6 +162,7 @@ class _Piece:
     end: int = 0  # where the last of these records ends
     records: int | None = None  # what a manifest promises for a whole shard read without an .idx
     storage_options: StorageOptions = None
+    label_offset: int = 0  # a mixture's: added to each row's class label
 
 
 @contextlib.contextmanager
@@ -239,7 +276,9 @@ def read_pieces(pieces: list[_Piece], row_format: RowFormat, block_bytes: int) -
                 try:
                     payload = framing.decode_record(buf, offset - base, piece.rec)[0]
                 except RecordFormatError as exc:
-                    raise RecordFormatError(piece.rec, offset, f"record {key!r}: {exc.reason}") from None
+                    raise RecordFormatError(piece.rec, f"record {key!r}: {exc.reason}", offset=offset) from None
+                if piece.label_offset:
+                    payload = shift_class_label(payload, piece.label_offset)
                 recs.append(piece.rec)
                 keys.append(key)
                 payloads.append(payload)
@@ -273,13 +312,23 @@ class RecordSource(Datasource):
     times) only cuts ranges. Each read task carries just its own keys and offsets.
     """
 
-    def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, key_type: KeyType = int,
+    def __init__(self, paths: DatasetSpec, *, key_type: KeyType = int,
                  header: bool = True, label_width: int | None = None, decode: bool = False, channels: int = 3,
                  bgr: bool = False, storage_options: StorageOptions = None) -> None:
         super().__init__()
         self.storage_options = storage_options
-        shards, manifest = dataset_shards(paths, storage_options)
-        self._shards = [_load_shard(shard, manifest, key_type, storage_options) for shard in shards]
+        if is_mixture(paths) and not isinstance(paths, Records):
+            paths = as_mixture(paths, storage_options)
+        if isinstance(paths, Records):
+            if storage_options is not None:
+                raise ParameterError(f"{paths.path}: an opened dataset is read with the storage settings it was "
+                                     "opened with; give storage_options to open_dataset instead")
+            self._shards = opened_shards(paths)
+            key_type = str if any(isinstance(s.keys, list) and s.keys and isinstance(s.keys[0], str)
+                                  for s in self._shards) else int
+        else:
+            shards, manifest = dataset_shards(paths, storage_options)
+            self._shards = [_load_shard(shard, manifest, key_type, storage_options) for shard in shards]
         if key_type is str:
             arrow_key = pa.string()
         else:  # int64, unless an .idx holds keys beyond it (a .lst index may reach 2**64 - 1)
@@ -306,6 +355,10 @@ class RecordSource(Datasource):
             tasks.append(ReadTask(read_fn, metadata, per_task_row_limit=per_task_row_limit))
         return tasks
 
+    def _storage(self, shard: _Shard) -> StorageOptions:
+        """The storage settings a shard is read with: its dataset's, when handed in opened."""
+        return shard.storage if shard.storage is not None else self.storage_options
+
     def _plan(self, parallelism: int) -> list[tuple[list[_Piece], int | None, int]]:
         """``(pieces, rows or None, bytes)`` per read task, in dataset order.
 
@@ -316,7 +369,8 @@ class RecordSource(Datasource):
         runs: list[list[int]] = []
         for n, shard in enumerate(self._shards):
             if shard.keys is None:
-                piece = _Piece(shard.ref.rec, None, None, shard.size, shard.ref.records, self.storage_options)
+                piece = _Piece(shard.ref.rec, None, None, shard.size, shard.ref.records, self._storage(shard),
+                               shard.label_offset)
                 planned.append((n, 0, [piece], shard.ref.records, shard.size))
             elif runs and runs[-1][-1] == n - 1:
                 runs[-1].append(n)
@@ -348,17 +402,20 @@ class RecordSource(Datasource):
                     a, b = begin - int(starts[k]), end - int(starts[k])
                     offsets = shard.offsets[a:b].copy()
                     end = int((offsets + shard.extents[a:b]).max())
-                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], offsets, end, None, self.storage_options))
+                    pieces.append(_Piece(shard.ref.rec, shard.keys[a:b], offsets, end, None, self._storage(shard),
+                                         shard.label_offset))
             planned.append((run[first], lo - int(starts[first]), pieces, hi - lo, int(sizes[lo:hi].sum())))
         return planned
 
 
-def read_recordio(paths: str | os.PathLike | Sequence[str | os.PathLike], *,
+def read_recordio(paths: DatasetSpec, *,
                   override_num_blocks: int | None = None, key_type: KeyType = int, header: bool = True,
                   label_width: int | None = None, decode: bool = False, channels: int = 3, bgr: bool = False,
                   storage_options: StorageOptions = None, ray_remote_args: dict | None = None,
                   concurrency: int | None = None) -> Dataset:
-    """A Ray Dataset of the records of ``paths`` (one ``.rec`` or a shard set; see the module docstring).
+    """A Ray Dataset of the records of ``paths`` (one ``.rec`` or a shard set; see the module docstring), or of a
+    dataset already opened (``open_dataset``'s, a mixture: its sources' records once each, class labels moved by
+    its label offsets), read with its own ``.idx`` tables and storage settings.
 
     ``override_num_blocks``: the number of read tasks (default: Ray's choice from the data size); each
     yields one block, or more when it holds more than ``DataContext.target_max_block_size`` bytes.

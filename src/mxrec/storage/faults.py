@@ -13,7 +13,7 @@ around botocore's ``ClientError``, fsspec's HTTP file system a ``FileNotFoundErr
 4. not found, access denied, a folder, a missing extra: permanent; anything else: permanent.
 
 :func:`remote_error` turns what was raised into one :class:`~mxrec.errors.RemoteError` naming the URL, what was being
-done, and the real cause (the status, "cannot connect", ...). ``tests/storage/test_faults.py`` holds each rule to
+done, and the real cause (the status, "cannot connect", ...). ``tests/storage/test_request_layer.py`` holds each rule to
 what s3fs/botocore, aiohttp/fsspec and requests really raise against real servers.
 """
 

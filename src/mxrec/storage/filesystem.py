@@ -18,7 +18,8 @@ Every path mxrec takes may be a local path, ``file://...``, or an fsspec URL
   their own retries (:mod:`mxrec.storage.backends`): the request layer
   (:mod:`mxrec.storage.remote`) retries instead, where the layers would otherwise
   multiply (measured: 25 requests and 40 s per failed read with s3fs's defaults).
-* path arithmetic that works on both kinds of path: :func:`join`, :func:`parent`, :func:`basename`.
+* path arithmetic that works on both kinds of path: :func:`join`, :func:`parent`, :func:`basename`,
+  :func:`absolute`, :func:`shown`.
 
 Operations on files (existence, reads, listings, uploads, moves) are :mod:`mxrec.storage.files` (any path) and
 :mod:`mxrec.storage.remote` (URLs).
@@ -151,6 +152,18 @@ def parent(path: str) -> str:
 
 def basename(path: str) -> str:
     return posixpath.basename(path.rstrip("/")) if is_url(path) else os.path.basename(local_path(path))
+
+
+def absolute(path: str | os.PathLike) -> str:
+    """``path`` as another process or machine can use it: a local path made absolute, a URL as it is."""
+    path = os.fspath(path)
+    return path if is_url(path) else os.path.abspath(local_path(path))
+
+
+def shown(path: str | os.PathLike) -> str:
+    """``path`` as a message shows it: a local path relative to the current folder, a URL as it is."""
+    path = os.fspath(path)
+    return path if is_url(path) else os.path.relpath(local_path(path))
 
 
 def uninterrupted(call: Callable[[], object]) -> None:

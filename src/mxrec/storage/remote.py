@@ -109,12 +109,15 @@ def attempt(url: str, what: str, call: Callable[[], T], policy: RequestPolicy, *
         try:
             return call()
         except Exception as exc:
-            if number and done is not None and done(exc):
-                return None  # type: ignore[return-value]
-            wait = _pause(policy, number)
-            spent = time.monotonic() - began
-            if number + 1 >= policy.attempts or not is_transient(exc) or spent + wait > policy.deadline:
-                raise remote_error(url, exc, what, attempts=number + 1, seconds=spent) from None
+            failure = exc
+        # (outside the handler: an error the check raises must not carry this failure as its context, where
+        # is_transient would find this failure's status: a stat's "not found" after a 503 taken for a 503)
+        if number and done is not None and done(failure):
+            return None  # type: ignore[return-value]
+        wait = _pause(policy, number)
+        spent = time.monotonic() - began
+        if number + 1 >= policy.attempts or not is_transient(failure) or spent + wait > policy.deadline:
+            raise remote_error(url, failure, what, attempts=number + 1, seconds=spent) from None
         time.sleep(wait)
     raise AssertionError("unreachable")
 
@@ -234,6 +237,14 @@ def read_whole(url: str, storage: StorageOptions = None, *, size: int | None = N
         The file cannot be read whole and exact (the message says why).
     """
     reader, path, policy = _reader(url, storage)
+    if not reader.states_size:  # the size first, under its own attempts, then the bytes as one checked range
+        # (one attempt of stat and read together would be several requests that must all succeed at once)
+        if size is None:
+            size = stat(url, storage, counter=counter).size
+            if size is None:
+                raise RemoteError(url, "the store does not say how large the file is, so a whole read of it cannot "
+                                       "be checked; refusing to use it")
+        return read_ranges(url, [(0, size)], storage, size=size, counter=counter)[0]
 
     def once() -> bytes:
         data, stated = reader.read_whole(url, path)
@@ -317,22 +328,28 @@ def upload(local: str | os.PathLike, url: str, storage: StorageOptions = None) -
 
 
 def move(source: str, target: str, storage: StorageOptions = None) -> None:
-    """Move ``source`` to ``target`` on the store (a server-side copy, then the source removed; a rename on HDFS,
-    which renames onto no file, so an older ``target`` is removed first). A retry that finds ``source`` gone and
-    ``target`` there counts the move as done."""
+    """Move ``source`` to ``target`` on the store: on an object store a server-side copy, then the source removed,
+    each retried on its own (a copy made again makes the same object; fsspec's ``mv`` would list the source
+    first and make the copy and the delete one attempt: three to six requests that must all succeed together);
+    elsewhere a rename (HDFS renames onto no file, so an older ``target`` is removed first), and a retry that finds
+    ``source`` gone and ``target`` there counts the rename as done."""
     fs, source_path, policy = _fs(source, storage)
     target_path = filesystem(target, storage)[1]
-    replaces = protocol(target) in OBJECT_STORES
+    what = f"moving {posixpath.basename(source_path)} here"
+    if protocol(target) in OBJECT_STORES:
+        attempt(target, what, lambda: fs.cp_file(source_path, target_path), policy)
+        remove(source, storage)
+        return
 
     def once() -> None:
-        if not replaces and fs.exists(target_path):
+        if fs.exists(target_path):
             fs.rm_file(target_path)
         fs.mv(source_path, target_path)
 
     def landed(exc: BaseException) -> bool:
         return isinstance(exc, FileNotFoundError) and kind(target, storage) == "file" and kind(source, storage) is None
 
-    attempt(target, f"moving {posixpath.basename(source_path)} here", once, policy, done=landed)
+    attempt(target, what, once, policy, done=landed)
 
 
 def remove(url: str, storage: StorageOptions = None) -> None:

@@ -10,12 +10,13 @@ record)``; the epoch lives in shared memory (:class:`SharedEpoch`), so ``set_epo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
+from mxrec.datasets.opening import DatasetSpec
 from mxrec.datasets.samples import open_samples
 from mxrec.errors import ParameterError
 from mxrec.format.header import label_array, unpack_header
@@ -28,7 +29,6 @@ from mxrec.transforms.rng import SampleRandom
 TRANSFORM_STREAM = 0x746F7263  # keys the per-sample streams of dataset transforms
 LABEL_DTYPES = ("float32", "int64")
 Index = str | os.PathLike | bool | None
-DatasetSpec = str | os.PathLike | Sequence[str | os.PathLike]
 
 
 def apply_transform(transform: Callable | None, value: Any, rng: SampleRandom) -> Any:
@@ -56,7 +56,8 @@ class ImageSamples:
     """Decoding, labelling, broken-record handling and the epoch, shared by the image datasets (their base).
 
     Opens the samples of ``path`` (:func:`~mxrec.datasets.samples.open_samples`: every record, or a face set's
-    faces); every other parameter is keyword-only and means what the datasets document.
+    faces; ``path`` may be a mixture file, or a dataset already opened, read as it is); every other parameter is
+    keyword-only and means what the datasets document.
     """
 
     def __init__(self, path: DatasetSpec, *, index: Index = None, flag: int = 1, transform: Callable | None = None,

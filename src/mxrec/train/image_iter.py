@@ -69,7 +69,7 @@ class ImageIter(BatchIter):
     label_width
         Labels per sample.
     path_imgrec
-        A dataset (anything :func:`~mxrec.datasets.shard_set.open_dataset` opens):
+        A dataset (anything :func:`~mxrec.datasets.opening.open_dataset` opens, or one opened):
         labels come from the record headers, or from ``path_imglist`` /
         ``imglist`` by record key.
     path_imglist
@@ -164,6 +164,7 @@ class ImageIter(BatchIter):
         self.exif_orientation = exif_orientation
         samples = open_samples(path_imgrec, index=path_imgidx or None, layout=layout, storage_options=storage_options,
                                cache_dir=cache_dir) if path_imgrec else None
+        self._samples = samples  # (closed with the iterator when opened for it)
         self._reader = None if samples is None else samples.records  # every record, or a face set's faces
         self.faces = None if samples is None else samples.faces
         self._entries = self._image_list(path_imglist, imglist)
@@ -245,6 +246,8 @@ class ImageIter(BatchIter):
         return int(key) if isinstance(key, (int, np.integer)) else position
 
     def close(self) -> None:
+        """Stop the loading threads, and close the dataset if it was opened for the iterator (one handed in
+        opened stays open)."""
         super().close()
-        if self._reader is not None:
-            self._reader.close()
+        if self._samples is not None:
+            self._samples.close()

@@ -12,14 +12,13 @@ replaces ``mean_c``. ``uint8`` output is the raw pixels (mean, std and scale do
 not apply, as in MXNet); ``int8`` is ``pixel - round(mean_c)``, saturated.
 ``float16`` and ``float64`` are the float32 values converted.
 
-The writes go straight into the batch buffer: ``cv2.split`` scatters the
-interleaved pixels into the channel planes (of the slot for ``uint8``, of a
-per-thread scratch buffer otherwise), flipped in place for a mirror (the
-planes as one stacked image: one call); float32 values are then computed into
-the slot by two whole-sample numpy calls (subtract with the cast, multiply in
-place) that release the GIL, in MXNet's float32 order. (``float16`` and
-``float64`` go through a float32 scratch array.) Few calls a sample matter:
-each is a point where the pipeline's threads hand the GIL over.
+The writes are made a chunk of samples at a time (:class:`StagedImages`): each augmented image is copied
+into a per-thread staging array as it is made (mirrored on the way: one copy either way), and the
+chunk is then written into its batch slots with whole-chunk numpy calls -- the BGR(A) to RGB(A) swap and the
+HWC to CHW layout change are one strided view, the normalisation one subtract (with the cast to float32) and
+one multiply in place, in MXNet's float32 order. (``float16`` and ``float64`` go through a float32 scratch
+array.) Few calls a sample matter: each is a point where the pipeline's threads hand the GIL over, and the
+chunk calls release it. :meth:`SlotWriter.write` is the same for one sample.
 """
 
 from __future__ import annotations
@@ -108,58 +107,95 @@ class SlotWriter:
 
     def write(self, img: np.ndarray, out: np.ndarray, rng: SampleRandom | None = None) -> None:
         """Write ``img`` into ``out`` (``(C, H, W)`` of this writer's dtype), mirrored and normalised as configured."""
-        if img.shape[:2] != out.shape[1:]:
-            raise ParameterError(f"image of {img.shape[1]}x{img.shape[0]} does not fit a {out.shape[2]}x"
-                                 f"{out.shape[1]} slot")
-        mirror = self.mirrored(rng)
-        if self.dtype == np.uint8:
-            self._split(img, out, mirror)
+        staged = self.staged(1, out.shape[1:])
+        staged.put(0, img, rng)
+        staged.write(out[None], 1)
+
+    def staged(self, capacity: int, size: tuple[int, int]) -> StagedImages:
+        """This thread's :class:`StagedImages` for ``capacity`` images of ``size`` ``(height, width)`` (made on
+        first use, then reused: its memory stays hot in cache from one chunk of samples to the next)."""
+        arrays = self._local.__dict__
+        key = (capacity, *size)
+        staged = arrays.get(key)
+        if staged is None:
+            staged = arrays[key] = StagedImages(self, capacity, size)
+        return staged
+
+
+class StagedImages:
+    """Augmented images of a chunk of samples, gathered, then written into their batch slots at once.
+
+    :meth:`put` copies each image (HWC BGR(A), or HW grey, ``uint8``) into a per-thread staging array -- mirrored
+    on the way when its coin says so (one OpenCV call either way) -- and draws the sample's random contrast and
+    illumination; :meth:`write` then makes the ``(n, C, H, W)`` RGB(A) output of the whole chunk: the channel
+    swap and the layout change are one strided view, and the normalisation is one subtract and one multiply (an
+    add with random illumination) over the chunk, in MXNet's float32 order -- the per-sample calls were what
+    bound the pipeline's threads to the GIL. The values are those of one sample at a time, bit for bit (the same
+    float32 operations on each element). Made by :meth:`SlotWriter.staged`.
+    """
+
+    def __init__(self, writer: SlotWriter, capacity: int, size: tuple[int, int]) -> None:
+        self.writer = writer
+        channels = writer.channels
+        self.size = tuple(size)
+        self.images = np.empty((capacity, *size) if channels == 1 else (capacity, *size, channels), np.uint8)
+        p = writer.params
+        self._colour = p.max_random_contrast > 0 or p.max_random_illumination > 0
+        self._flip = opencv().flip
+        self._contrast = np.ones((capacity, 1, 1, 1), np.float32)
+        self._illumination = np.zeros((capacity, 1, 1, 1), np.float32)
+        self._work: np.ndarray | None = None  # float32 scratch for float16/float64 output
+
+    def put(self, k: int, img: np.ndarray, rng: SampleRandom | None) -> None:
+        """Stage ``img`` as image ``k`` of the chunk, making the sample's mirror, contrast and illumination draws
+        (in that order, after the augmentation's)."""
+        if img.shape[:2] != self.size:
+            raise ParameterError(f"image of {img.shape[1]}x{img.shape[0]} does not fit a {self.size[1]}x"
+                                 f"{self.size[0]} slot")
+        writer = self.writer
+        if writer.mirrored(rng):
+            self._flip(img, 1, dst=self.images[k])  # OpenCV's SIMD flip: numpy's reversed copy is slower
+        else:
+            self.images[k] = img
+        if self._colour:
+            p = writer.params
+            self._contrast[k] = 1.0 + rng.uniform(-p.max_random_contrast, p.max_random_contrast)
+            self._illumination[k] = rng.uniform(-p.max_random_illumination, p.max_random_illumination)
+
+    def write(self, out: np.ndarray, n: int) -> None:
+        """Write the first ``n`` staged images into ``out`` (``(n, C, H, W)`` of the writer's dtype)."""
+        writer = self.writer
+        images = self.images[:n]
+        if writer.channels == 1:
+            planes = images[:, None]
+        elif writer.channels == 3:
+            planes = images[..., ::-1].transpose(0, 3, 1, 2)  # BGR -> RGB planes: a view
+        else:
+            planes = images.transpose(0, 3, 1, 2)[:, list(writer.source_channel)]
+        dtype = writer.dtype
+        if dtype == np.uint8:
+            np.copyto(out, planes)
             return
-        planes = self._scratch("planes", out.shape, np.uint8)
-        self._split(img, planes, mirror)
-        if self.dtype == np.int8:
-            np.copyto(out, np.clip(planes - self._int_mean, -128, 127), casting="unsafe")
+        if dtype == np.int8:
+            np.copyto(out, np.clip(planes - writer._int_mean, -128, 127), casting="unsafe")
             return
-        p = self.params
-        illumination = np.float32(0.0)
-        multiplier = bias = self._multiplier
-        if p.max_random_contrast > 0 or p.max_random_illumination > 0:
-            contrast = np.float32(1.0 + rng.uniform(-p.max_random_contrast, p.max_random_contrast))
-            illumination = np.float32(rng.uniform(-p.max_random_illumination, p.max_random_illumination))
-            multiplier = contrast * np.float32(p.scale) / self._std
-            bias = illumination * np.float32(p.scale) / self._std
-        # float32 straight into the slot (others through a float32 scratch): pixel - mean (cast to float32 on
-        # the way), then scaled in place -- whole-sample numpy calls, each releasing the GIL.
-        work = out if self.dtype == np.float32 else self._scratch("work", out.shape, np.float32)
-        np.subtract(planes, self._mean, out=work, dtype=np.float32)
-        np.multiply(work, multiplier, out=work)
-        if illumination:
-            np.add(work, bias, out=work)
+        if dtype == np.float32:
+            work = out
+        else:
+            work = self._work
+            if work is None or work.shape[0] < n or work.shape[1:] != out.shape[1:]:
+                work = self._work = np.empty((self.images.shape[0], *out.shape[1:]), np.float32)
+            work = work[:n]
+        # pixel - mean (cast to float32 on the way), then scaled in place: whole-chunk numpy calls, each
+        # releasing the GIL
+        np.subtract(planes, writer._mean, out=work, dtype=np.float32)
+        if self._colour:
+            scale = np.float32(writer.params.scale)
+            illumination = self._illumination[:n]
+            np.multiply(work, self._contrast[:n] * scale / writer._std, out=work)
+            # only where there is an illumination: adding a zero bias would turn -0.0 into 0.0
+            np.add(work, illumination * scale / writer._std, out=work, where=illumination != 0)
+        else:
+            np.multiply(work, writer._multiplier, out=work)
         if work is not out:
             np.copyto(out, work, casting="unsafe")
-
-    def _scratch(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-        """This thread's reusable scratch array ``name`` (kept hot in cache between samples)."""
-        arrays = self._local.__dict__
-        array = arrays.get(name)
-        if array is None or array.shape != shape:
-            array = arrays[name] = np.empty(shape, dtype)
-        return array
-
-    def _split(self, img: np.ndarray, planes: np.ndarray, mirror: bool) -> None:
-        """Scatter the interleaved channels of ``img`` into the ``uint8`` planes, in output (RGB) order.
-
-        ``mirror`` flips each plane in place afterwards: flipping the planes the
-        batch already holds is cheaper than flipping into a fresh image first.
-        """
-        cv2 = opencv()
-        if img.ndim == 2:
-            planes[0] = img
-        else:
-            targets = [None] * img.shape[2]
-            for plane, source in enumerate(self.source_channel):
-                targets[source] = planes[plane]
-            cv2.split(img, targets)
-        if mirror:  # the planes stacked as one (C*H, W) image: one call flips them all
-            stacked = planes.reshape(-1, planes.shape[-1])
-            cv2.flip(stacked, 1, dst=stacked)

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,19 @@ SampleLoader = Callable[[int, int, np.ndarray, np.ndarray], int]
 OnBroken = Literal["skip", "error"]
 ON_BROKEN = ("skip", "error")
 T = TypeVar("T")
+
+
+class ChunkLoader(Protocol):
+    """A sample loader that writes a chunk of slots at once (:class:`~mxrec.train.sample_loader.RecordSampleLoader`):
+    ``staging(capacity)`` is the calling thread's staging area, ``stage(staged, k, position, epoch, label_slot) ->
+    record id`` prepares sample ``k`` of the chunk (and writes its label), ``finish(staged, data, n)`` writes the
+    ``n`` staged samples into ``data`` (the chunk's slots)."""
+
+    def staging(self, capacity: int) -> Any: ...
+
+    def stage(self, staged: Any, k: int, position: int, epoch: int, label: np.ndarray) -> int: ...
+
+    def finish(self, staged: Any, data: np.ndarray, n: int) -> None: ...
 
 
 class BrokenRecordWarning(UserWarning):
@@ -136,19 +149,22 @@ class BatchPipeline:
     """Loads batches on ``num_threads`` threads, keeping ``prefetch`` batches in flight.
 
     ``num_records`` is the number of positions (a broken record's replacement is searched among them);
-    ``describe(position)`` names a record in warnings and errors (its key and file).
+    ``describe(position)`` names a record in warnings and errors (its key and file). With ``chunks`` (a
+    :class:`ChunkLoader`) each task stages its slots' samples and writes them with one ``finish`` call instead
+    of calling ``load`` for each.
     """
 
     def __init__(self, load: SampleLoader, *, num_records: int, batch_size: int, sample_shape: tuple[int, ...],
                  dtype: np.dtype, label_width: int, label_dtype: str | np.dtype = "float32", num_threads: int,
                  prefetch: int, on_broken: OnBroken = "skip",
-                 describe: Callable[[int], str] = str) -> None:
+                 describe: Callable[[int], str] = str, chunks: ChunkLoader | None = None) -> None:
         if num_threads < 1:
             raise ParameterError(f"preprocess_threads must be >= 1, got {num_threads}")
         if prefetch < 1:
             raise ParameterError(f"prefetch_buffer must be >= 1, got {prefetch}")
         check_on_broken(on_broken)
         self._load = load
+        self._chunks = chunks
         self.num_records = num_records
         self.batch_size = batch_size
         self.sample_shape = tuple(sample_shape)
@@ -256,6 +272,8 @@ class BatchPipeline:
 
     def _load_slots(self, plan: BatchPlan, buffers: _Buffers, start: int, stop: int) -> list[tuple[int, Exception]]:
         """Load slots ``start..stop-1`` of ``plan``; return the broken records skipped (position, error)."""
+        if self._chunks is not None:
+            return self._load_chunk(plan, buffers, start, stop)
         skipped: list[tuple[int, Exception]] = []
         data, label, index = buffers.data, buffers.label, buffers.index
         load, count, on_broken, describe = self._load, self.num_records, self.on_broken, self._describe
@@ -274,4 +292,33 @@ class BatchPipeline:
                     on_broken=on_broken, describe=describe)
                 index[slot] = record_id
                 skipped.extend(broken)
+        return skipped
+
+    def _load_chunk(self, plan: BatchPlan, buffers: _Buffers, start: int, stop: int) -> list[tuple[int, Exception]]:
+        """:meth:`_load_slots` with a :class:`ChunkLoader`: every slot staged, then written at once."""
+        skipped: list[tuple[int, Exception]] = []
+        data, label, index = buffers.data, buffers.label, buffers.index
+        chunks, count, on_broken, describe = self._chunks, self.num_records, self.on_broken, self._describe
+        staged, stage = chunks.staging(self._chunk), chunks.stage
+        positions, epochs = plan.positions[start:stop].tolist(), plan.epochs[start:stop].tolist()
+        empty = []
+        for k, (position, epoch) in enumerate(zip(positions, epochs, strict=True)):
+            slot = start + k
+            if position == EMPTY_SLOT:
+                empty.append(slot)
+                continue
+            try:
+                index[slot] = stage(staged, k, position, epoch, label[slot])
+            except BROKEN_RECORD_ERRORS:  # the rare path: the one rule, from this record on
+                record_id, broken = load_decodable(
+                    position, count, lambda at, k=k, e=epoch, s=slot: stage(staged, k, at, e, label[s]),
+                    on_broken=on_broken, describe=describe)
+                index[slot] = record_id
+                skipped.extend(broken)
+        if len(empty) < stop - start:
+            chunks.finish(staged, data[start:stop], stop - start)
+        for slot in empty:  # staged images of earlier chunks were written there: cleared
+            data[slot] = 0
+            label[slot] = 0
+            index[slot] = -1
         return skipped

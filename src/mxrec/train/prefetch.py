@@ -62,8 +62,9 @@ class PlanFetch:
 
     def record(self, position: int) -> bytes | memoryview:
         """The payload of ``position``, fetched here if no thread has started, else when that fetch is done."""
-        self.run()
-        self._done.wait()
+        if not self._done.is_set():  # once done (the usual case), no lock and no wait
+            self.run()
+            self._done.wait()
         if self._error is not None:
             raise self._error
         return self._records[position]

@@ -11,9 +11,10 @@ threads. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
 is reproducible whatever ``preprocess_threads``.
 
-``path_imgrec`` may be anything :func:`mxrec.datasets.shard_set.open_dataset` opens:
+``path_imgrec`` may be anything :func:`mxrec.datasets.opening.open_dataset` opens:
 a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
-manifest, folder). Records are fetched a batch at a time (remote ones with
+manifest, folder), a mixture file, or a dataset already opened (``open_dataset``'s
+or :func:`~mxrec.datasets.mixture.mix`'s), used as it is. Records are fetched a batch at a time (remote ones with
 coalesced ranged reads) ahead of decoding (:mod:`mxrec.train.prefetch`).
 ``state_dict()``/``load_state_dict()`` save and resume the position in the
 epoch, also on another number of ranks (:mod:`mxrec.train.sampler`).
@@ -55,8 +56,10 @@ class RecordIterParams:
     Parameters
     ----------
     path_imgrec
-        The dataset: anything :func:`~mxrec.datasets.shard_set.open_dataset` opens (a
-        local or remote ``.rec``, a shard set).
+        The dataset: anything :func:`~mxrec.datasets.opening.open_dataset` opens (a
+        local or remote ``.rec``, a shard set, a mixture file ``NAME.mix.json``), or
+        a dataset already opened (a :class:`~mxrec.io.records.Records`, a
+        :func:`~mxrec.datasets.mixture.mix`), read as it is.
     data_shape
         ``(channels, height, width)`` of each output image; channels 1, 3 or 4.
     batch_size
@@ -147,7 +150,7 @@ class RecordIterParams:
         :class:`~mxrec.train.sample_loader.RecordSampleLoader`).
     """
 
-    path_imgrec: str
+    path_imgrec: str | Records
     data_shape: tuple[int, int, int]
     batch_size: int
     path_imgidx: str = ""
@@ -185,7 +188,7 @@ class RecordIterParams:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_shape", data_shape_of(self.data_shape))
-        if not self.path_imgrec:
+        if not isinstance(self.path_imgrec, Records) and not self.path_imgrec:  # (an opened one may be empty)
             raise ParameterError("path_imgrec is required")
         if self.label_width < 1:
             raise ParameterError(f"label_width must be >= 1, got {self.label_width}")
@@ -206,8 +209,8 @@ def labels_by_id(path_imglist: str | os.PathLike, label_width: int) -> dict[int,
     labels = {}
     for number, entry in enumerate(read_list(path_imglist), 1):
         if len(entry.labels) < label_width:
-            raise ListFileError(path_imglist, number, f"entry {entry.index} has {len(entry.labels)} label(s), "
-                                                      f"label_width is {label_width}")
+            raise ListFileError(path_imglist, f"entry {entry.index} has {len(entry.labels)} label(s), "
+                                              f"label_width is {label_width}", line=number)
         labels[entry.index] = np.array(entry.labels[:label_width], np.float32)
     return labels
 
@@ -285,11 +288,12 @@ class ImageRecordIter(BatchIter):
         labels = labels_by_id(p.path_imglist, p.label_width) if p.path_imglist else None
         samples = open_samples(p.path_imgrec, index=p.path_imgidx or None, layout=p.layout,
                                storage_options=p.storage_options, cache_dir=p.cache_dir)
+        self._samples = samples  # (closed with the iterator when opened for it)
         self._faces = samples.faces
         self._reader = samples.records  # every record, or a face set's faces
         if self._faces is not None and p.label_width != 1 and labels is None:
-            self._reader.close()
-            raise ParameterError(f"{p.path_imgrec} is an InsightFace face set: one label per face (its identity), "
+            samples.close()
+            raise ParameterError(f"{self._reader.path} is an InsightFace face set: one label per face (its identity), "
                                  f"so label_width must be 1, not {p.label_width}")
         self._prefetcher = BatchPrefetcher(self._reader)
         self._loader = RecordSampleLoader(
@@ -312,7 +316,8 @@ class ImageRecordIter(BatchIter):
         pipeline = BatchPipeline(self._loader.load, num_records=len(self._reader), batch_size=p.batch_size,
                                  sample_shape=p.data_shape,
                                  dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
-                                 prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe)
+                                 prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe,
+                                 chunks=self._loader)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
         super().__init__(sampler, pipeline, [DataDesc(p.data_name, (p.batch_size, channels, height, width))],
                          [DataDesc(p.label_name, label_shape)])
@@ -337,6 +342,8 @@ class ImageRecordIter(BatchIter):
         self._pipeline.clock = clock
 
     def close(self) -> None:
+        """Stop the loading threads, and close the dataset if it was opened for the iterator (one handed in
+        opened stays open)."""
         super().close()
-        self._reader.close()
+        self._samples.close()
 

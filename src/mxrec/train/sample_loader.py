@@ -10,10 +10,13 @@ slot of a preallocated batch. Every random choice comes from the stream keyed
 by ``(seed, epoch, position)``, so results do not depend on which thread or
 process loads the sample.
 
-:class:`~mxrec.train.record_iter.ImageRecordIter` runs :meth:`RecordSampleLoader.load`
-on its pipeline threads. :meth:`RecordSampleLoader.load_batch` fills a whole
-batch in the calling thread -- what a ``DataLoader`` worker needs to produce a
-ready-made batch tensor (no per-sample arrays, no collate copy).
+:class:`~mxrec.train.record_iter.ImageRecordIter`'s pipeline threads load a chunk of slots at a time: each
+sample is decoded and augmented into a per-thread staging array (:meth:`RecordSampleLoader.stage`), then the
+chunk is mirrored-and-normalised into its slots with a few whole-chunk numpy calls
+(:meth:`RecordSampleLoader.finish`, :class:`~mxrec.train.normalize.StagedImages`): the per-sample Python, held
+under the GIL, is what limits the threads on small images. :meth:`RecordSampleLoader.load` does one sample;
+:meth:`RecordSampleLoader.load_batch` fills a whole batch in the calling thread -- what a ``DataLoader`` worker
+needs to produce a ready-made batch tensor (no per-sample arrays, no collate copy).
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ import numpy as np
 
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.format.header import unpack_header
-from mxrec.format.seeds import stream_key
+from mxrec.format.seeds import extend_key, stream_key
 from mxrec.image.codec import DecodeBuffers, decode_pixels, decode_pixels_scaled, jpeg_size
 from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams, DefaultAugmenter
 from mxrec.train.dataiter import AUGMENT_STREAM
-from mxrec.train.normalize import NormalizeParams, SlotWriter
+from mxrec.train.normalize import NormalizeParams, SlotWriter, StagedImages
 from mxrec.train.timing import StageClock
 from mxrec.transforms.rng import SampleRandom
 from mxrec.transforms.steps import Step, StepList
@@ -72,10 +75,12 @@ class RecordSampleLoader:
         self.dtype = self._writer.dtype
         self._steps = DefaultAugmenter(augment) if steps is None else StepList(steps)
         self._own_steps = steps is not None  # the caller's: their output is checked
-        self._out_shape = self.shape[1:] if self.channels == 1 else (*self.shape[1:], self.channels)
+        self._size = self.shape[1:]  # (H, W)
+        self._out_shape = self._size if self.channels == 1 else (*self._size, self.channels)
         self._decode_buffers = DecodeBuffers()  # each image goes into its batch slot before the next decode
         self._random = self._steps.random or normalize.is_random
         self._aug_key = stream_key(AUGMENT_STREAM, *((0, seed) if seed_aug is None else (1, seed_aug)))
+        self._epoch_keys: dict[int, int] = {}  # epoch -> stream_key(aug_key, epoch): mixed once an epoch
         self._labels = labels
         self._labels_source = labels_source
 
@@ -85,6 +90,18 @@ class RecordSampleLoader:
 
     def load(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         """Write record ``position`` into ``data`` (C, H, W) and ``label`` (label_width,); return its header id."""
+        staged = self.staging(1)
+        record_id = self.stage(staged, 0, position, epoch, label)
+        self.finish(staged, data[None], 1)
+        return record_id
+
+    def staging(self, capacity: int) -> StagedImages:
+        """This thread's staging for a chunk of up to ``capacity`` samples (:meth:`stage`, then :meth:`finish`)."""
+        return self._writer.staged(capacity, self._size)
+
+    def stage(self, staged: StagedImages, k: int, position: int, epoch: int, label: np.ndarray) -> int:
+        """Decode and augment record ``position`` into image ``k`` of ``staged`` and write its ``label``
+        (label_width,); return its header id. :meth:`finish` writes the chunk into its batch slots."""
         clock = self.clock
         started = clock.now() if clock is not None else 0
         view = self._view(position)
@@ -92,7 +109,7 @@ class RecordSampleLoader:
         self._fill_label(header, label, position)
         if clock is not None:
             started = clock.lap("fetch", started, len(view))
-        rng = SampleRandom(self._aug_key, epoch, position) if self._random else None
+        rng = self._stream(epoch, position) if self._random else None
         img, params, rng = self._decode(view[start:], epoch, position, rng)
         if clock is not None:
             started = clock.lap("decode", started)
@@ -103,10 +120,25 @@ class RecordSampleLoader:
                                  "(end the steps with a crop or resize to the output size)")
         if clock is not None:
             started = clock.lap("augment", started)
-        self._writer.write(img, data, rng)
+        staged.put(k, img, rng)
         if clock is not None:
             clock.lap("write", started)
         return header.id
+
+    def finish(self, staged: StagedImages, data: np.ndarray, n: int) -> None:
+        """Write the first ``n`` images :meth:`stage` put in ``staged`` into ``data`` (``(n, C, H, W)``)."""
+        clock = self.clock
+        started = clock.now() if clock is not None else 0
+        staged.write(data, n)
+        if clock is not None:
+            clock.lap("write", started, count=0)  # the samples were counted as they were staged
+
+    def _stream(self, epoch: int, position: int) -> SampleRandom:
+        """The sample's random stream: ``SampleRandom(aug_key, epoch, position)``, its epoch's part mixed once."""
+        key = self._epoch_keys.get(epoch)
+        if key is None:
+            key = self._epoch_keys[epoch] = stream_key(self._aug_key, epoch)
+        return SampleRandom.from_key(extend_key(key, position))
 
     def _decode(self, payload: memoryview, epoch: int, position: int,
                 rng: SampleRandom | None) -> tuple[np.ndarray, list[Any] | None, SampleRandom | None]:
@@ -130,16 +162,18 @@ class RecordSampleLoader:
                 if img.shape == shape:
                     return img, params, rng
                 # the headers were wrong about the size: the draws again, from a new copy of the stream
-                return img, None, SampleRandom(self._aug_key, epoch, position) if self._random else None
+                return img, None, self._stream(epoch, position) if self._random else None
         return decode_pixels(payload, channels, buffers=buffers), None, rng
 
     def load_batch(self, positions: Sequence[int] | np.ndarray, epoch: int, data: np.ndarray,
                    label: np.ndarray) -> np.ndarray:
         """Fill ``data[i]``/``label[i]`` with record ``positions[i]``; return the header ids (int64)."""
-        load = self.load
+        positions = np.asarray(positions, np.int64).tolist()
+        staged, stage = self.staging(len(positions)), self.stage
         ids = np.empty(len(positions), np.int64)
-        for slot, position in enumerate(np.asarray(positions, np.int64).tolist()):
-            ids[slot] = load(position, epoch, data[slot], label[slot])
+        for slot, position in enumerate(positions):
+            ids[slot] = stage(staged, slot, position, epoch, label[slot])
+        self.finish(staged, data, len(positions))
         return ids
 
     def _fill_label(self, header: Any, out: np.ndarray, position: int) -> None:
@@ -147,7 +181,7 @@ class RecordSampleLoader:
         if self._labels is not None:
             labels = self._labels.get(header.id)
             if labels is None:
-                raise ListFileError(self._labels_source, None,
+                raise ListFileError(self._labels_source,
                                     f"no line for record id {header.id} ({self.describe(position)})")
             out[:] = labels
         elif self._identities:

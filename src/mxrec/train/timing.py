@@ -38,12 +38,13 @@ class StageClock:
                 self._threads.append((threading.current_thread().name, counters))
         return counters
 
-    def lap(self, stage: str, start: int, nbytes: int = 0) -> int:
-        """Add the time since ``start`` (from :meth:`now`) to ``stage``; return now (the next stage's start)."""
+    def lap(self, stage: str, start: int, nbytes: int = 0, count: int = 1) -> int:
+        """Add the time since ``start`` (from :meth:`now`) to ``stage``, and ``count`` to its count (work done for
+        samples counted already: 0); return now (the next stage's start)."""
         now = time.perf_counter_ns()
         entry = self._counters()[stage]
         entry[0] += now - start
-        entry[1] += 1
+        entry[1] += count
         if nbytes:
             self._counters()["bytes"][0] += nbytes
         return now

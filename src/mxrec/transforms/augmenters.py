@@ -203,18 +203,8 @@ class RandomSizedCropAug(Transform):
 
 
 class CenterCropAug(_CropAug):
-    """The centred crop of ``size`` (w, h).
-
-    Parameters
-    ----------
-    size
-        ``(width, height)`` of the crop (scaled down to fit a smaller image, then resized back up).
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """The centred crop of ``size`` (w, h), with :class:`RandomCropAug`'s parameters (``size``, ``interp``,
+    ``seed``)."""
 
     crop_op = staticmethod(center_crop)
 

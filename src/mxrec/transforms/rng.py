@@ -48,6 +48,27 @@ class SampleRandom:
         self._key = stream_key(*key_parts)
         self._counter = 0
 
+    @classmethod
+    def from_key(cls, key: int) -> SampleRandom:
+        """The stream of a key made already: ``SampleRandom.from_key(stream_key(*parts))`` is
+        ``SampleRandom(*parts)`` (a loader keys each sample's stream by extending its epoch's key,
+        :func:`~mxrec.format.seeds.extend_key`).
+
+        Parameters
+        ----------
+        key
+            A 64-bit key (:func:`~mxrec.format.seeds.stream_key`).
+
+        Returns
+        -------
+        SampleRandom
+            The stream.
+        """
+        stream = cls.__new__(cls)
+        stream._key = key
+        stream._counter = 0
+        return stream
+
     def _next64(self) -> int:
         self._counter += 1
         return mix64((self._key + self._counter * GAMMA) & MASK)
