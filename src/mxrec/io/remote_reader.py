@@ -95,7 +95,20 @@ def warn_global_shuffle(path: str, num_records: int) -> None:
 
 def window_for(plan: ReadPlan, storage: Storage) -> ShuffleWindow:
     """The window a block-shuffled ``plan`` is read through: ahead along its order, when it has one, within the
-    request policy's ``memory`` and ``in_flight``."""
+    request policy's ``memory`` and ``in_flight``.
+
+    Parameters
+    ----------
+    plan
+        The epoch's reads (``shuffle_block > 0``).
+    storage
+        Whose request policy bounds the read-ahead.
+
+    Returns
+    -------
+    ShuffleWindow
+        A new window (without an order: fetched on demand, the least recently used blocks dropped).
+    """
     if plan.order is None:
         return ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
     return ShuffleWindow.planned(plan.shuffle_block, plan.shuffle_window, plan.lookahead, plan.order,

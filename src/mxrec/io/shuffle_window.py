@@ -139,8 +139,13 @@ class ShuffleWindow:
                    slack=max(lookahead, 2 * shuffle_block))
 
     def locate_with(self, locate: Callable[[int], Pieces]) -> None:
-        """Say where block ``n`` of the order's numbering lies: ``locate(n)`` gives its :data:`Pieces` (what
-        read-ahead fetches)."""
+        """Say where the blocks lie, for read-ahead.
+
+        Parameters
+        ----------
+        locate
+            ``locate(n)``: the :data:`Pieces` of block ``n`` of the order's numbering (none: not read ahead).
+        """
         self._locate = locate
 
     def _reset(self) -> None:
