@@ -41,6 +41,7 @@ from mxrec.io.order import EpochOrder
 Pieces = list[tuple[str, int, Callable[[], bytes]]]
 
 _SEARCH = 8  # epochs tried at most, beyond the current and the next, to place a batch (a resumed run)
+_SEARCH_LIMIT = 256  # ... and in all, before the window gives up and reads on demand
 _POOL_THREADS = 128  # threads of the process-wide pool read-ahead requests run on (each window bounds its own)
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
@@ -192,6 +193,8 @@ class ShuffleWindow:
         current = self._current
         if current is not None:
             tried = [current.epoch, current.epoch + 1]
+        elif self._searched >= _SEARCH_LIMIT:  # no epoch holds these batches: read on demand only
+            return None
         else:  # not placed yet: the first epochs, then (a resumed run) a few more each batch
             tried = [0, 1, *range(max(2, self._searched + 1), max(2, self._searched + 1) + _SEARCH)]
         for epoch in tried:
