@@ -1,6 +1,6 @@
 """Benchmark ``mxrec convert`` each way against ``cp`` of the same bytes and against the obvious script.
 
-For each format (WebDataset, Parquet, TFRecord) and each direction it times, in
+For each format (WebDataset, Parquet, TFRecord, ArrayRecord) and each direction it times, in
 the same run and on the same generated photo records (JPEG, 300-500 px,
 quality 90; one ``.rec`` + ``.idx``):
 
@@ -11,9 +11,11 @@ quality 90; one ``.rec`` + ``.idx``):
 * **script**: what a user would write. Leaving RecordIO: read with
   ``mxrec.recordio.MXIndexedRecordIO`` + ``unpack``, write with the target
   library's own writer (``webdataset.TarWriter``; ``datasets.Dataset.from_dict``
-  + ``to_parquet``; ``tfrecord.TFRecordWriter``). Coming to RecordIO: read
-  with the library (``webdataset.WebDataset``; ``datasets.load_dataset``;
-  ``tfrecord.tfrecord_loader``), write with ``MXIndexedRecordIO.write_idx(pack(...))``.
+  + ``to_parquet``; ``tfrecord.TFRecordWriter``; ``ArrayRecordWriter`` of
+  protobuf ``Example`` messages). Coming to RecordIO: read with the library
+  (``webdataset.WebDataset``; ``datasets.load_dataset``;
+  ``tfrecord.tfrecord_loader``; ``ArrayRecordReader`` and ``Example.FromString``),
+  write with ``MXIndexedRecordIO.write_idx(pack(...))``.
 
 MB/s is the ``.rec`` size over the best of ``--repeat`` times (the machine may
 be shared). Goal: mxrec >= 50% of cp, and faster than the script.
@@ -44,6 +46,7 @@ import numpy as np
 
 import mxrec
 from mxrec import recordio
+from mxrec.interop.formats import get_format
 
 
 def make_records(path: Path, count: int, seed: int = 0) -> None:
@@ -111,6 +114,20 @@ def script_to_tfrecord(rec: Path, out: Path) -> None:
     writer.close()
 
 
+def script_to_arrayrecord(rec: Path, out: Path) -> None:
+    from array_record.python.array_record_module import ArrayRecordWriter
+    from tfrecord import example_pb2
+
+    out.mkdir(exist_ok=True)
+    writer = ArrayRecordWriter(str(out / "data.array_record"), "group_size:1,uncompressed")
+    for _, header, image in records_of(rec):
+        example = example_pb2.Example()
+        example.features.feature["image/encoded"].bytes_list.value.append(image)
+        example.features.feature["image/class/label"].int64_list.value.append(int(header.label))
+        writer.write(example.SerializeToString())
+    writer.close()
+
+
 # -- the obvious scripts, coming to RecordIO --------------------------------------------------------
 
 
@@ -147,9 +164,25 @@ def script_from_tfrecord(files: list[Path], out: Path) -> None:
     _write_rec(out, samples())
 
 
-SCRIPTS_TO = {"webdataset": script_to_webdataset, "parquet": script_to_parquet, "tfrecord": script_to_tfrecord}
+def script_from_arrayrecord(files: list[Path], out: Path) -> None:
+    from array_record.python.array_record_module import ArrayRecordReader
+    from tfrecord import example_pb2
+
+    def samples():
+        for f in files:
+            reader = ArrayRecordReader(str(f))
+            for data in reader.read_all():
+                feature = example_pb2.Example.FromString(data).features.feature
+                yield feature["image/class/label"].int64_list.value[0], feature["image/encoded"].bytes_list.value[0]
+            reader.close()
+
+    _write_rec(out, samples())
+
+
+SCRIPTS_TO = {"webdataset": script_to_webdataset, "parquet": script_to_parquet, "tfrecord": script_to_tfrecord,
+              "arrayrecord": script_to_arrayrecord}
 SCRIPTS_FROM = {"webdataset": script_from_webdataset, "parquet": script_from_parquet,
-                "tfrecord": script_from_tfrecord}
+                "tfrecord": script_from_tfrecord, "arrayrecord": script_from_arrayrecord}
 
 
 def fresh(folder: Path) -> Path:
@@ -173,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1500, help="photo records to generate (default 1500)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, best kept (default 3)")
-    parser.add_argument("--formats", default="webdataset,parquet,tfrecord")
+    parser.add_argument("--formats", default="webdataset,parquet,tfrecord,arrayrecord")
     parser.add_argument("--work", help="folder for the files (default: a temporary folder)")
     args = parser.parse_args(argv)
     work = Path(args.work or tempfile.mkdtemp(prefix="mxrec-bench-convert-"))
@@ -188,11 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     for fmt in args.formats.split(","):
         # leaving RecordIO
         t_cp = timed(args.repeat, work / "cp", lambda out: cp([src, src.with_suffix(".idx")], out))
-        t_mx = timed(args.repeat, work / "mx", lambda out, fmt=fmt: mxrec.convert(src, out, target_format=fmt))
+        # one file each side, as the scripts and cp write (a folder output would be 16 shards)
+        name = "photos" + get_format(fmt).suffix
+        t_mx = timed(args.repeat, work / "mx", lambda out, name=name: mxrec.convert(src, out / name))
         t_sc = timed(args.repeat, work / "sc", lambda out, fmt=fmt: SCRIPTS_TO[fmt](src, out))
         rows.append((f".rec -> {fmt}", t_cp, t_mx, t_sc))
         # coming to RecordIO (from mxrec's own output, which the libraries read)
-        made = mxrec.convert(src, fresh(work / "set"), target_format=fmt)
+        made = mxrec.convert(src, fresh(work / "set") / name)
         files = [Path(f) for f in made.files]
         t_cp = timed(args.repeat, work / "cp", lambda out, files=files: cp(files, out))
         t_mx = timed(args.repeat, work / "mx", lambda out, made=made: mxrec.convert(made.manifest, out / "back.rec"))

@@ -49,6 +49,14 @@ def test_every_record_once_an_epoch_and_new_draws_each_epoch():
     assert all(np.array_equal(again[n]["image"], elements[n]["image"]) for n in (0, 49, 50, 99))
 
 
+def test_reading_threads_give_the_same_elements():
+    """Grain maps on several threads at once: each thread decodes with a loader of its own."""
+    ds = pipeline(mg.RecordSource(SUB), seed=1)
+    threaded = list(ds.to_iter_dataset(grain.ReadOptions(num_threads=4, prefetch_buffer_size=16)))
+    assert [e["position"] for e in threaded] == [ds[n]["position"] for n in range(50)]
+    assert all(np.array_equal(e["image"], ds[n]["image"]) for n, e in enumerate(threaded))
+
+
 def test_any_dataset_mxrec_opens(tmp_path, http_server):
     url = http_server.put("d/sub.rec", SUB.read_bytes())
     http_server.put("d/sub.idx", SUB.with_suffix(".idx").read_bytes())
@@ -115,6 +123,18 @@ def test_map_dataset_iterator_state_resumes_mid_epoch():
     resumed = iter(ds)
     resumed.set_state(state)
     assert [e["position"] for e in resumed] == tail and sorted(head + tail) == list(range(50))
+
+
+def test_without_grain_the_error_names_the_extra(monkeypatch):
+    import importlib
+    import sys
+
+    from mxrec.errors import MissingExtraError
+
+    monkeypatch.delitem(sys.modules, "mxrec.grain")
+    monkeypatch.setitem(sys.modules, "grain", None)  # import grain fails as if not installed
+    with pytest.raises(MissingExtraError, match=r"mxrec\[grain\]"):
+        importlib.import_module("mxrec.grain")
 
 
 def test_bad_parameters_are_named():

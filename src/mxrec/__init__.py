@@ -13,11 +13,12 @@ The subpackages, in layers from the bottom up (each may import only the layers l
 * :mod:`mxrec.transforms`: image operations and the ``mx.image`` / Gluon transforms.
 * :mod:`mxrec.packing` (building datasets), :mod:`mxrec.doctor` (checking them), :mod:`mxrec.train`
   (``ImageRecordIter``, ``ImageIter``), :mod:`mxrec.interop` (``convert``: to and from WebDataset, Parquet,
-  TFRecord); above them :mod:`mxrec.torch` (PyTorch datasets) and :mod:`mxrec.ray` (Ray Data).
+  TFRecord, ArrayRecord); above them :mod:`mxrec.torch` (PyTorch datasets) and :mod:`mxrec.ray` (Ray Data).
 * :mod:`mxrec.probing` (``mxrec.probe``: running a loader configuration briefly and diagnosing it).
 * :mod:`mxrec.cli`: the ``mxrec`` command line, a thin layer over the above.
 
-Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``).
+Beside them: :mod:`mxrec.recordio` (drop-in ``mxnet.recordio``) and :mod:`mxrec.grain` (Grain, for JAX: ``import
+mxrec.grain``, not imported by ``import mxrec``).
 """
 
 from mxrec import recordio

@@ -199,7 +199,8 @@ def test_tfrecord_bad_checksum_names_file_and_offset(tmp_path):
 
 @pytest.mark.parametrize(("fmt", "module", "extra"), [("parquet", "pyarrow", "mxrec[parquet]"),
                                                        ("tfrecord", "crc32c", "mxrec[tfrecord]"),
-                                                       ("tfrecord", "google.protobuf", "mxrec[tfrecord]")])
+                                                       ("tfrecord", "google.protobuf", "mxrec[tfrecord]"),
+                                                       ("arrayrecord", "array_record", "mxrec[arrayrecord]")])
 def test_missing_library_names_its_extra(fmt, module, extra, tmp_path, monkeypatch):
     for name in list(sys.modules):
         if name == module or name.startswith(module + "."):
@@ -207,7 +208,7 @@ def test_missing_library_names_its_extra(fmt, module, extra, tmp_path, monkeypat
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
     with pytest.raises(MissingExtraError, match=extra.replace("[", r"\[").replace("]", r"\]")):
         mxrec.convert(SUB, tmp_path / "out", target_format=fmt)
-    assert not any(p.name.endswith((".parquet", ".tfrecord", ".json")) for p in tmp_path.rglob("*"))
+    assert not any(p.name.endswith((".parquet", ".tfrecord", ".array_record", ".json")) for p in tmp_path.rglob("*"))
 
 
 def test_non_images_and_broken_images_are_carried_and_reported(tmp_path):

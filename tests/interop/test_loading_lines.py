@@ -202,6 +202,18 @@ def test_an_opened_dataset_converts(tmp_path):
     assert (tmp_path / "back.rec").read_bytes() == SUB.read_bytes()
 
 
+def test_an_opened_shard_set_converts(tmp_path):
+    one, two = tmp_path / "one.rec", tmp_path / "two.rec"
+    write_indexed(one, range(3), [mxrec.pack(mxrec.IRHeader(0, 0, n, 0), b"one%d" % n) for n in range(3)])
+    write_indexed(two, range(3, 5), [mxrec.pack(mxrec.IRHeader(0, 1, n, 0), b"two%d" % n) for n in range(2)])
+    with mxrec.open_dataset([one, two]) as shards:
+        out = mxrec.convert(shards, tmp_path / "pq" / "both.parquet")
+    back = mxrec.convert(out.files[0], tmp_path / "back.rec")
+    with RecordReader(tmp_path / "back.rec") as reader:
+        assert back.records == 5 and list(reader.keys) == [0, 1, 2, 3, 4]
+        assert [mxrec.unpack(reader[n])[1] for n in range(5)] == [b"one0", b"one1", b"one2", b"two0", b"two1"]
+
+
 def test_a_mixture_converts_with_source_keys(tmp_path):
     one, two = tmp_path / "one.rec", tmp_path / "two.rec"
     write_indexed(one, range(3), [mxrec.pack(mxrec.IRHeader(0, 0, n, 0), b"one%d" % n) for n in range(3)])
@@ -220,6 +232,10 @@ def test_a_registered_format_is_known_everywhere(tmp_path, monkeypatch):
     monkeypatch.setattr(formats, "known_formats", dict(formats.known_formats))
     with pytest.raises(ParameterError, match="already known"):
         formats.register_format("parquet", "mxrec.interop.parquet")
+    formats.register_format("broken", "no_such_package.formats")
+    with pytest.raises(ParameterError, match="format 'broken': its module no_such_package.formats cannot be loaded"):
+        mxrec.convert(SUB, tmp_path / "x", target_format="broken")
+    del formats.known_formats["broken"]
     formats.register_format("tar2", "mxrec.interop.webdataset")
     with pytest.raises(ParameterError, match="declares format 'webdataset', registered as 'tar2'"):
         mxrec.convert(SUB, tmp_path / "x", target_format="tar2")

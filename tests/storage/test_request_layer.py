@@ -23,7 +23,7 @@ from testkit.proxy import ProxyFault
 
 DATA = bytes(range(256)) * 400  # 100 KiB
 FAST = RequestPolicy(attempts=4, backoff=0.01, max_backoff=0.05, connect_timeout=2, read_timeout=0.5, deadline=20)
-STALL = 4.0  # seconds a stalled answer is held: eight read time-outs
+STALL = 8.0  # seconds a stalled answer is held: sixteen read time-outs
 
 
 @pytest.fixture

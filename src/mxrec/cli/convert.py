@@ -4,7 +4,7 @@ and back (every format of the registry, :mod:`mxrec.interop.formats`).
 Formats are taken from the names (a .rec is RecordIO; a registered format's
 files, folders of them or their NAME.convert.json are that format; a folder of
 images is an image folder), or from --from/--to. A foreign output is a folder
-(16 shards NAME_00000.tar ... named after the source by default, and
+(at least 16 shards NAME_00000.tar ... named after the source by default, and
 .mxrec/NAME.convert.json, written last) or FOLDER/NAME.tar (that one file).
 
 Records are carried exactly: image bytes untouched (unless --resize or

@@ -186,7 +186,10 @@ def get_format(name: str) -> Format:
     """
     if name not in known_formats:
         raise ParameterError(f"unknown format {name!r}: one of {', '.join(format_names())}")
-    declared = importlib.import_module(known_formats[name]).FORMAT
+    try:
+        declared = importlib.import_module(known_formats[name]).FORMAT
+    except (ImportError, AttributeError) as exc:  # (a format's library is imported when used, not here)
+        raise ParameterError(f"format {name!r}: its module {known_formats[name]} cannot be loaded ({exc})") from None
     if declared.name != name:
         raise ParameterError(f"{known_formats[name]} declares format {declared.name!r}, registered as {name!r}")
     return declared

@@ -60,7 +60,7 @@ from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, parent
 
 MAX_SHARD_BYTES = 1 << 30  # foreign shards: about 1 GiB each at most unless told otherwise
-# A folder output is cut into this many shards by default (fewer only when it has fewer records): WebDataset's
+# A folder output is cut into at least this many shards by default (fewer only when it has fewer records): WebDataset's
 # loaders give each worker of each rank whole shards, and a worker without one finds no samples.
 DEFAULT_SHARDS = 16
 TASKS_PER_WORKER = 4

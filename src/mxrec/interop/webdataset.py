@@ -52,7 +52,7 @@ from mxrec.storage.write_behind import WriteBehind
 
 # reading and writing need only the standard library; the extra brings the library the tars are made for
 FORMAT = Format(name="webdataset", title="WebDataset", module=__name__, suffixes=(".tar",), extra="webdataset",
-                loading='`wds.WebDataset("DIR/train_{00000..00015}.tar", shardshuffle=100)`')
+                loading='`wds.WebDataset(sorted(glob("DIR/*.tar")), shardshuffle=100)`')
 _to_json = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps makes one a call
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _BLOCK = tarfile.BLOCKSIZE
