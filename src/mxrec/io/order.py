@@ -40,6 +40,8 @@ BLOCK_STREAM = 0x626C6B
 DEFAULT_SHUFFLE_WINDOW = 0
 #: The default window holds about this many bytes of records (the blocks open at once, in memory).
 WINDOW_BYTES = 128 << 20
+#: Blocks read at once where an epoch reads the records in file order (no mixing to keep: fewer, larger requests).
+FILE_ORDER_BLOCKS = 16
 #: Bytes a record is taken to hold where the dataset's size is not known.
 RECORD_BYTES_GUESS = 16 << 10
 
@@ -264,8 +266,9 @@ class ShuffledOrder(EpochOrder):
                 "shuffle_block": self.shuffle_block, "shuffle_window": self.shuffle_window}
 
     def read_plan(self, lookahead: int) -> ReadPlan:
-        if not self.shuffle:  # in file order: each block read once, one after another
-            return ReadPlan(self.shuffle_block, 1, lookahead)
+        if not self.shuffle:  # in file order: each read a run of blocks, once, one after another, read ahead
+            block = self.shuffle_block * FILE_ORDER_BLOCKS
+            return ReadPlan(block, 1, lookahead, order=self) if block else ReadPlan(0, 1, lookahead)
         if self.shuffle_block <= 1 or self.shuffle_block >= self.length:
             return ReadPlan(0, 1, lookahead, scattered=True)
         return ReadPlan(self.shuffle_block, self.shuffle_window, lookahead, order=self)

@@ -95,7 +95,20 @@ def warn_global_shuffle(path: str, num_records: int) -> None:
 
 def window_for(plan: ReadPlan, storage: Storage) -> ShuffleWindow:
     """The window a block-shuffled ``plan`` is read through: ahead along its order, when it has one, within the
-    request policy's ``memory`` and ``in_flight``."""
+    request policy's ``memory`` and ``in_flight``.
+
+    Parameters
+    ----------
+    plan
+        The epoch's reads (``shuffle_block > 0``).
+    storage
+        Whose request policy bounds the read-ahead.
+
+    Returns
+    -------
+    ShuffleWindow
+        A new window (without an order: fetched on demand, the least recently used blocks dropped).
+    """
     if plan.order is None:
         return ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
     return ShuffleWindow.planned(plan.shuffle_block, plan.shuffle_window, plan.lookahead, plan.order,
@@ -333,14 +346,15 @@ class RemoteRecordReader(Records):
         extent = self._extent(number) if self._window is not None else None
         if extent is None:
             return []
-        return [(self.path, extent[1] - extent[0], lambda: self._read([extent])[0])]
+        return [(self.path, extent[1] - extent[0], lambda: self._read([extent], max_gap=0)[0])]
 
     def _windowed(self, at: np.ndarray, ranges: list[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges`` (records ``at``) cut from their shuffle blocks, fetched once through the window."""
         window = self._window
         numbers = ((at + self._origin) // window.shuffle_block).tolist()
         together = sorted({n for n in numbers if self._extent(n) is not None})
-        blocks = window.blocks(self.path, together, lambda missing: self._read([self._extent(n) for n in missing]),
+        blocks = window.blocks(self.path, together,  # (whole blocks, each read once: no gap read between them)
+                               lambda missing: self._read([self._extent(n) for n in missing], max_gap=0),
                                positions=at + self._origin)
         out: list[bytes | None] = [None] * len(ranges)
         apart = []
@@ -357,14 +371,15 @@ class RemoteRecordReader(Records):
     def _records_between(self, start: int, end: int) -> str:
         return records_between(self.offsets, self.keys, start, end)
 
-    def _read(self, ranges: list[tuple[int, int]], *, fresh: bool = False) -> list[bytes]:
+    def _read(self, ranges: list[tuple[int, int]], *, fresh: bool = False, max_gap: int | None = None) -> list[bytes]:
         """The bytes of ``ranges``; with checksums, fetched as runs of whole blocks, each block checked (one that
-        fails is dropped from the cache and fetched once more before it is called damaged)."""
+        fails is dropped from the cache and fetched once more before it is called damaged). ``max_gap``: as
+        :meth:`~mxrec.storage.remote_file.RemoteFile.read_ranges`'s."""
         verifier = self._verifier
         if verifier is None:
-            return self.file.read_ranges(ranges, fresh=fresh)
+            return self.file.read_ranges(ranges, fresh=fresh, max_gap=max_gap)
         runs = verifier.runs(ranges)
-        datas = self.file.read_ranges(runs, fresh=fresh)
+        datas = self.file.read_ranges(runs, fresh=fresh, max_gap=max_gap)
         for slot, ((start, end), data) in enumerate(zip(runs, datas, strict=True)):
             if verifier.bad_blocks(data, start):  # dropped from the cache, fetched again (into the cache)
                 self.file.forget(start, end)

@@ -41,6 +41,7 @@ from mxrec.io.order import EpochOrder
 Pieces = list[tuple[str, int, Callable[[], bytes]]]
 
 _SEARCH = 8  # epochs tried at most, beyond the current and the next, to place a batch (a resumed run)
+_SEARCH_LIMIT = 256  # ... and in all, before the window gives up and reads on demand
 _POOL_THREADS = 128  # threads of the process-wide pool read-ahead requests run on (each window bounds its own)
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
@@ -139,8 +140,13 @@ class ShuffleWindow:
                    slack=max(lookahead, 2 * shuffle_block))
 
     def locate_with(self, locate: Callable[[int], Pieces]) -> None:
-        """Say where block ``n`` of the order's numbering lies: ``locate(n)`` gives its :data:`Pieces` (what
-        read-ahead fetches)."""
+        """Say where the blocks lie, for read-ahead.
+
+        Parameters
+        ----------
+        locate
+            ``locate(n)``: the :data:`Pieces` of block ``n`` of the order's numbering (none: not read ahead).
+        """
         self._locate = locate
 
     def _reset(self) -> None:
@@ -187,6 +193,8 @@ class ShuffleWindow:
         current = self._current
         if current is not None:
             tried = [current.epoch, current.epoch + 1]
+        elif self._searched >= _SEARCH_LIMIT:  # no epoch holds these batches: read on demand only
+            return None
         else:  # not placed yet: the first epochs, then (a resumed run) a few more each batch
             tried = [0, 1, *range(max(2, self._searched + 1), max(2, self._searched + 1) + _SEARCH)]
         for epoch in tried:

@@ -294,6 +294,18 @@ def listing(folder: str, storage: StorageOptions = None) -> dict[str, int | None
     """What is directly in ``folder`` (a URL), as URLs, with the sizes the listing states (``None`` for a folder):
     one listing (which the store may answer in pages).
 
+    Parameters
+    ----------
+    folder
+        The folder's URL.
+    storage
+        The storage settings.
+
+    Returns
+    -------
+    dict
+        URL -> size in bytes (``None``: a folder).
+
     Raises
     ------
     RemoteError

@@ -138,15 +138,18 @@ class RemoteFile:
                 raise RemoteError(self.url, f"bytes {start}..{end} lie outside the file ({size} bytes)")
         return remote.read_ranges(self.url, ranges, self.storage, size=size, counter=self.counter)
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, fresh: bool = False) -> list[bytes | memoryview]:
+    def read_ranges(self, ranges: Sequence[tuple[int, int]], *, fresh: bool = False,
+                    max_gap: int | None = None) -> list[bytes | memoryview]:
         """The bytes of each ``(start, end)``, in the order given, with as few requests as the layout allows.
 
         ``fresh`` bypasses the cache (to fetch again bytes that failed a check). A range read from one cached
-        block is a view of its mapping (no copy).
+        block is a view of its mapping (no copy). ``max_gap`` replaces the policy's (``0``: never read bytes
+        between the ranges, as for blocks each read once, whose neighbours are read on their own).
         """
         if self.cache is not None and not fresh:
             return self._read_cached(ranges)
-        merged, where = coalesce(ranges, self.policy.max_gap, self.policy.max_request)
+        gap = self.policy.max_gap if max_gap is None else max_gap
+        merged, where = coalesce(ranges, gap, self.policy.max_request)
         datas = self.fetch(merged)
         return [datas[m][off:off + end - start] for (m, off), (start, end) in zip(where, ranges, strict=True)]
 
