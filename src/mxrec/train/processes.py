@@ -39,6 +39,7 @@ steps included) must pickle.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import pickle
@@ -223,7 +224,7 @@ def _work(recipe: RecordBatchRecipe, layout: SlotLayout, slot_names: list[str], 
 def _shutdown(processes: list, tasks: list, results: Any, slots: list[SharedMemory], generation: Any) -> None:
     """Stop the workers (bounded waits, then terminate) and free the shared memory. Idempotent."""
     generation.value += 1  # queued batches are skipped
-    for task_queue, process in zip(tasks, processes):  # (a failed start leaves a queue without its process)
+    for task_queue, process in zip(tasks[:len(processes)], processes, strict=True):  # (a failed start: a queue more)
         if process.is_alive():
             task_queue.put(None)
     for process in processes:
@@ -238,10 +239,8 @@ def _shutdown(processes: list, tasks: list, results: Any, slots: list[SharedMemo
         q.cancel_join_thread()
         q.close()
     for slot in slots:
-        try:
+        with contextlib.suppress(BufferError):  # a view still exported somewhere: the mapping goes with it
             slot.close()
-        except BufferError:  # a view still exported somewhere: the mapping goes with it, the name now
-            pass
         slot.unlink()
     processes.clear()
     slots.clear()

@@ -7,7 +7,8 @@ C, H, W)`` RGB in ``dtype``, labels ``(batch,)`` when ``label_width`` is 1
 else ``(batch, label_width)``. Epochs, shuffling, sharding and last batches
 follow :mod:`mxrec.train.sampler`, which documents where MXNet goes wrong and
 what happens here instead; decoding runs on :mod:`mxrec.train.pipeline`'s
-threads, or, with ``preprocess_processes``, in :mod:`mxrec.train.processes`' worker processes. Every random choice for a sample comes from a stream keyed by
+threads, or, with ``preprocess_processes``, in :mod:`mxrec.train.processes`'
+worker processes. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
 is reproducible whatever ``preprocess_threads`` and ``preprocess_processes``.
 
@@ -368,8 +369,8 @@ class ImageRecordIter(BatchIter):
         self._pipeline.clock = clock
 
     def close(self) -> None:
-        """Stop the loading threads (or worker processes), and close the dataset if it was opened for the iterator (one handed in
-        opened stays open)."""
+        """Stop the loading threads (or worker processes), and close the dataset if it was opened for the
+        iterator (one handed in opened stays open)."""
         super().close()
         self._samples.close()
 
