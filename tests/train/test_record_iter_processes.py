@@ -201,3 +201,17 @@ def test_bad_process_parameters():
         ImageRecordIter(path_imgrec=SMALL, **AUGMENTED, preprocess_processes=1, preprocess_start_method="clone")
     with pytest.raises(ParameterError, match="preprocess_threads"):
         ImageRecordIter(path_imgrec=SMALL, **AUGMENTED, preprocess_processes=1, preprocess_threads=0)
+
+
+@pytest.mark.filterwarnings("ignore:.*a global shuffle")
+def test_remote_records_are_fetched_by_the_workers_a_batch_at_a_time(s3_server, s3_bucket):
+    for ext in (".rec", ".idx"):
+        with open(SMALL[:-4] + ext, "rb") as f:
+            s3_server.put_object(s3_bucket, "small" + ext, f.read())
+    params = dict(path_imgrec=f"s3://{s3_bucket}/small.rec", storage_options=s3_server.storage_options(),
+                  **AUGMENTED)
+    expected = threaded(path_imgrec=SMALL, **AUGMENTED)[:7]
+    s3_server.log.clear()
+    with ImageRecordIter(**params, preprocess_processes=2, preprocess_start_method=METHODS[-1]) as it:
+        assert [batch_bytes(b) for b in it] == expected  # the same bytes as from the local file
+    assert 0 < s3_server.log.count(method="GET", key="small.rec") < 50  # fewer GETs than records

@@ -14,7 +14,10 @@ a core or two. A :class:`ProcessPipeline` has the same interface (``start``, ``c
   (:meth:`~mxrec.train.pipeline.BatchPipeline.fill`, with ``preprocess_threads`` threads of the worker's own,
   its records fetched a batch at a time by :class:`~mxrec.train.prefetch.BatchPrefetcher`). Every random
   choice comes from the stream keyed by ``(seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), never from the
-  worker or thread, so the batches are byte-identical to the threaded iterator's.
+  worker or thread, so the batches are byte-identical to the threaded iterator's. A remote dataset's workers
+  open their own connections and fetch their own batches' records (coalesced ranged reads); the block windows a
+  parent's reader keeps for a block shuffle (:meth:`~mxrec.io.records.Records.follow`) stay the parent's, since
+  a worker reads only every ``N``-th batch of them.
 * **Memory is bounded**: each worker writes into a ring of ``K = max(2, ceil(prefetch / N))`` batch slots in
   :mod:`multiprocessing.shared_memory` (data, labels and record ids of one batch each); batch ``b`` uses slot
   ``(b // N) mod K`` of its worker and is only sent once batch ``b - N*K``, the slot's previous occupant, has
