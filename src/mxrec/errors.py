@@ -26,7 +26,17 @@ class MxrecError(Exception):
 
 
 class RecordFormatError(MxrecError, ValueError):
-    """A ``.rec`` file breaks the RecordIO framing at a given byte offset."""
+    """A ``.rec`` file breaks the RecordIO framing at a given byte offset.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    offset
+        The byte offset in the file where the fault is.
+    """
 
     def __init__(self, path: str | os.PathLike | None, reason: str, *, offset: int) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -37,11 +47,31 @@ class RecordFormatError(MxrecError, ValueError):
 
 
 class TruncatedRecordError(RecordFormatError):
-    """The data ends inside a record (header, payload, padding or a multi-part record)."""
+    """The data ends inside a record (header, payload, padding or a multi-part record).
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    offset
+        The byte offset in the file where the fault is.
+    """
 
 
 class TextFileError(MxrecError, ValueError):
-    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line."""
+    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    line
+        The line number, if known.
+    """
 
     placeholder = "<text>"  # names the file when no path is known
 
@@ -56,7 +86,19 @@ class TextFileError(MxrecError, ValueError):
 
 
 class IndexFileError(TextFileError):
-    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file."""
+    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    line
+        The line number, if known.
+    key
+        The record key concerned, if any.
+    """
 
     placeholder = "<index>"
 
@@ -67,11 +109,31 @@ class IndexFileError(TextFileError):
 
 
 class DuplicateKeyError(IndexFileError):
-    """The same key appears on more than one line of an ``.idx`` file."""
+    """The same key appears on more than one line of an ``.idx`` file.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    line
+        The line number, if known.
+    key
+        The key that is repeated.
+    """
 
 
 class RecordKeyError(MxrecError, KeyError):
-    """A key asked for is not in the index."""
+    """A key asked for is not in the index.
+
+    Parameters
+    ----------
+    path
+        The ``.rec`` file or URL (``None`` for bytes in memory).
+    key
+        The key asked for.
+    """
 
     def __init__(self, path: str | os.PathLike | None, *, key: object) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -115,13 +177,31 @@ class ForkedWriterError(MxrecError, RuntimeError):
 
 
 class ListFileError(TextFileError):
-    """A ``.lst`` (or CSV) image list has a malformed line."""
+    """A ``.lst`` (or CSV) image list has a malformed line.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    line
+        The line number, if known.
+    """
 
     placeholder = "<list>"
 
 
 class ManifestError(MxrecError, ValueError):
-    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file."""
+    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for a manifest not read from a file).
+    reason
+        What was wrong.
+    """
 
     def __init__(self, path: str | os.PathLike | None, reason: str) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -130,12 +210,30 @@ class ManifestError(MxrecError, ValueError):
 
 
 class IncompleteSetError(ManifestError):
-    """A set's manifest is the marker of a write in progress or failed: its files are no whole set."""
+    """A set's manifest is the marker of a write in progress or failed: its files are no whole set.
+
+    Parameters
+    ----------
+    path
+        The manifest's file or URL.
+    reason
+        What was wrong.
+    """
 
 
 class ChecksumError(MxrecError, ValueError):
     """Bytes of a ``.rec`` fail their block checksum (the file is damaged), or a checksum table is malformed or
-    belongs to another version of the file: the message names the file, the byte range and its records."""
+    belongs to another version of the file: the message names the file, the byte range and its records.
+
+    Parameters
+    ----------
+    path
+        The file or URL (``None`` for bytes in memory).
+    reason
+        What was wrong.
+    start, end
+        The byte range whose checksum failed, if the fault is in one.
+    """
 
     def __init__(self, path: str | os.PathLike | None, reason: str, *, start: int | None = None,
                  end: int | None = None) -> None:
@@ -199,7 +297,15 @@ class _StorageError(MxrecError, OSError):
 
 
 class RemoteError(_StorageError):
-    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong.
+
+    Parameters
+    ----------
+    path
+        The URL (and byte range).
+    reason
+        What went wrong.
+    """
 
     @property
     def url(self) -> str:
@@ -209,7 +315,15 @@ class RemoteError(_StorageError):
 
 class CleanupError(_StorageError):
     """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
-    message names them."""
+    message names them.
+
+    Parameters
+    ----------
+    path
+        The output's file or URL.
+    reason
+        Which files remain, and why.
+    """
 
 
 def add_note(exc: BaseException, note: str) -> None:
@@ -230,11 +344,27 @@ def add_note(exc: BaseException, note: str) -> None:
 
 
 class RemoteNotFoundError(RemoteError, FileNotFoundError):
-    """A remote file, bucket or shard does not exist."""
+    """A remote file, bucket or shard does not exist.
+
+    Parameters
+    ----------
+    path
+        The URL.
+    reason
+        What was not found.
+    """
 
 
 class RemoteAccessError(RemoteError, PermissionError):
-    """The remote store refused access (missing or bad credentials, no permission)."""
+    """The remote store refused access (missing or bad credentials, no permission).
+
+    Parameters
+    ----------
+    path
+        The URL.
+    reason
+        What the store answered.
+    """
 
 
 class MissingExtraError(MxrecError, ImportError):
@@ -256,13 +386,38 @@ def missing_extra(what: str, extra: str, cause: BaseException | None = None) -> 
         outside mxrec's extras, the words saying what to install.
     cause
         The ``ImportError`` seen, quoted at the end of the message.
+
+    Returns
+    -------
+    MissingExtraError
+        The error, for the caller to raise.
     """
     install = f"pip install 'mxrec[{extra}]'" if extra.isidentifier() else extra
     return MissingExtraError(f"{what}: {install}" + ("" if cause is None else f" ({cause})"))
 
 
 def import_extra(module: str, what: str, extra: str) -> ModuleType:
-    """Import ``module`` (of mxrec's optional ``extra``), or raise :func:`missing_extra`'s error."""
+    """Import ``module`` (of mxrec's optional ``extra``), or raise :func:`missing_extra`'s error.
+
+    Parameters
+    ----------
+    module
+        The module's dotted name.
+    what
+        What needs it (the start of the message).
+    extra
+        mxrec's extra that installs it.
+
+    Returns
+    -------
+    ModuleType
+        The module.
+
+    Raises
+    ------
+    MissingExtraError
+        If it cannot be imported.
+    """
     try:
         return importlib.import_module(module)
     except ImportError as exc:

@@ -120,12 +120,37 @@ class Decode(grain.transforms.MapWithIndex, grain.transforms.RandomMap):
         return self._local.record  # the element being decoded on this thread
 
     def map_with_index(self, index: int, element: dict[str, Any]) -> dict[str, Any]:
-        """``{"image", "label", "position"}`` of ``element``, its random draws for epoch
-        ``index // len(source)``."""
+        """Decode ``element`` with the random draws of epoch ``index // len(source)``.
+
+        Parameters
+        ----------
+        index
+            Grain's element index (over all epochs).
+        element
+            A :class:`RecordSource` element.
+
+        Returns
+        -------
+        dict
+            ``{"image", "label", "position"}`` of ``element``.
+        """
         return self._decode(element, int(index) // max(1, len(self.source)))
 
     def random_map(self, element: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
-        """``{"image", "label", "position"}`` of ``element``, the epoch slot of its stream drawn from ``rng``."""
+        """Decode ``element``, the epoch slot of its random stream drawn from ``rng``.
+
+        Parameters
+        ----------
+        element
+            A :class:`RecordSource` element.
+        rng
+            Grain's generator for this element.
+
+        Returns
+        -------
+        dict
+            ``{"image", "label", "position"}`` of ``element``.
+        """
         return self._decode(element, int(rng.integers(1 << 62)))
 
     def _decode(self, element: dict[str, Any], epoch: int) -> dict[str, Any]:

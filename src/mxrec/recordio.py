@@ -192,7 +192,24 @@ class MXRecordIO:
                             f"{'write' if writable else 'read'}")
 
     def write(self, buf: bytes) -> None:
-        """Append one record."""
+        """Append one record.
+
+        Parameters
+        ----------
+        buf
+            The record's bytes (as :func:`pack` makes them).
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        ModeError
+            It was opened for reading.
+        RecordTooLargeError
+            ``buf`` is too large for the RecordIO length field.
+        ForkedWriterError
+            The writer is used in another process than the one that opened it.
+        """
         pending = self._pending
         if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
             self._require(writable=True)
@@ -213,7 +230,22 @@ class MXRecordIO:
             self._writer.write_batch(pending, indexed=False)
 
     def read(self) -> bytes | None:
-        """The next record, or ``None`` at the end of the file."""
+        """Read the next record.
+
+        Returns
+        -------
+        bytes or None
+            The record, or ``None`` at the end of the file.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        ModeError
+            It was opened for writing.
+        RecordFormatError
+            The file breaks the RecordIO framing there.
+        """
         with self._lock:
             if self._stream is not None:
                 if self._cursor >= self._stream.size:
@@ -238,7 +270,18 @@ class MXRecordIO:
             return payload
 
     def tell(self) -> int:
-        """Byte offset of the next record to be read or written."""
+        """The position in the file.
+
+        Returns
+        -------
+        int
+            Byte offset of the next record to be read or written.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        """
         if not self.is_open:
             raise ClosedFileError(f"{self.uri}: {type(self).__name__} is closed")
         if self.writable:
@@ -288,6 +331,13 @@ class MXIndexedRecordIO(MXRecordIO):
         super().__init__(uri, flag)
 
     def open(self) -> None:
+        """Open the file and its ``.idx``; ``'w'`` truncates both.
+
+        Raises
+        ------
+        IndexFileError
+            The ``.idx`` is malformed.
+        """
         if self.flag == "w":
             self._writer = RecordWriter(self.uri, index=self.idx_path, key_type=self.key_type, checksums=False)
             self._pending, self._pending_keys = [], []
@@ -321,7 +371,24 @@ class MXIndexedRecordIO(MXRecordIO):
             raise RecordKeyError(self.idx_path, key=idx) from None
 
     def seek(self, idx: object) -> None:
-        """Move the read position to the record stored under key ``idx``."""
+        """Move the read position to the record stored under key ``idx``.
+
+        Parameters
+        ----------
+        idx
+            The record's key.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        ModeError
+            It was opened for writing.
+        RecordKeyError
+            The ``.idx`` has no key ``idx``.
+        IndexFileError
+            The ``.idx`` gives an offset that is not the start of a record.
+        """
         self._require(writable=False)
         pos = self._offset(idx)
         if self._stream is not None:
@@ -333,7 +400,29 @@ class MXIndexedRecordIO(MXRecordIO):
             self._cursor = pos
 
     def read_idx(self, idx: object) -> bytes:
-        """The record stored under key ``idx``."""
+        """The record stored under key ``idx``.
+
+        Parameters
+        ----------
+        idx
+            The record's key.
+
+        Returns
+        -------
+        bytes
+            The record.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        ModeError
+            It was opened for writing.
+        RecordKeyError
+            The ``.idx`` has no key ``idx``.
+        RecordFormatError
+            The file breaks the RecordIO framing at the record.
+        """
         with self._lock:
             buf = self._buf
             if buf is None:  # closed, a writer, or a remote file (read through its stream)
@@ -358,13 +447,41 @@ class MXIndexedRecordIO(MXRecordIO):
     keys = _ShownAfterWriting()
 
     def write(self, buf: bytes) -> None:
-        """Append a record that the ``.idx`` does not list."""
+        """Append a record that the ``.idx`` does not list.
+
+        Parameters
+        ----------
+        buf
+            The record's bytes.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        ModeError
+            It was opened for reading.
+        """
         self._flush_pending()
         self._require(writable=True)
         self._writer.write(buf, indexed=False)
 
     def write_idx(self, idx: object, buf: bytes) -> None:
-        """Append a record and list it in the ``.idx`` under key ``idx``."""
+        """Append a record and list it in the ``.idx`` under key ``idx``.
+
+        Parameters
+        ----------
+        idx
+            The record's key (made ``key_type``).
+        buf
+            The record's bytes.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        ModeError
+            It was opened for reading.
+        """
         pending = self._pending
         if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
             self._require(writable=True)

@@ -226,3 +226,13 @@ def test_label_offsets_move_the_first_of_a_label_array_and_name_a_record_without
     with pytest.raises(HeaderError, match=r"plain.rec: record 1: its class label cannot be moved by the "
                                                 r"mixture's label offset 10"):
         shifted.fetch([0, 5])
+
+
+def test_the_verify_page_of_an_opened_dataset_reads_its_thumbnails_from_it(tmp_path):
+    from mxrec.doctor.verify_page import verify_page
+
+    make_clean_dataset(tmp_path / "a.rec", 12)
+    reader = mxrec.open_dataset(tmp_path / "a.rec")
+    page = verify_page(mxrec.verify_dataset(reader), reader)
+    assert "records not readable" not in page and page.count("data:image/jpeg;base64,") >= 12
+    assert len(reader[0]) > 0  # left open

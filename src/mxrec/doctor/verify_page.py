@@ -85,7 +85,8 @@ def verify_page(report: Any, rec_path: str | os.PathLike | Sequence, idx_path: s
     report
         A :class:`~mxrec.doctor.report.Report`, or a :class:`~mxrec.doctor.sets.ShardSetReport`.
     rec_path
-        The dataset it is of, as it was given to ``verify``.
+        The dataset it is of, as it was given to ``verify`` (a dataset given opened is also what the thumbnails are
+        read from).
     idx_path
         Its ``.idx`` (one file), if given to ``verify``.
     label_names
@@ -111,6 +112,8 @@ def verify_page(report: Any, rec_path: str | os.PathLike | Sequence, idx_path: s
     wanted = sorted({p for _, _, items in offending for p, _ in items}
                     | {p for _, positions in grid for p in positions})
     index = False if not hasattr(report, "reports") and report.numbering == "scan" else idx_path
+    if records is None and isinstance(rec_path, Records):  # a dataset handed in opened: read as it is, left open
+        records = rec_path
     thumbnails, note = _read(records, rec_path, index, wanted, label_names)
     sections = [checks_table(report)]
     if note:

@@ -40,7 +40,19 @@ ID_OFFSET = 8  # where the u64 id field starts
 
 
 class IRHeader(NamedTuple):
-    """Header of an image record: ``flag``, ``label``, ``id``, ``id2`` (as ``mxnet.recordio.IRHeader``)."""
+    """Header of an image record: ``flag``, ``label``, ``id``, ``id2`` (as ``mxnet.recordio.IRHeader``).
+
+    Attributes
+    ----------
+    flag
+        0 for a scalar label, else the number of float32 label values stored after the header.
+    label
+        The scalar label (0 when ``flag`` > 0), or the label array once unpacked.
+    id
+        The record's id (u64).
+    id2
+        A second id (u64).
+    """
 
     flag: int
     label: Any

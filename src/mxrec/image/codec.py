@@ -56,8 +56,10 @@ PNG_FORMATS = (".png",)
 def opencv() -> ModuleType:
     """The ``cv2`` module, or a clear error if it is not installed."""
     module = sys.modules.get("cv2")  # imported already: the per-image calls skip the import machinery
-    if module is not None:
+    if module is not None and not getattr(module.__spec__, "_initializing", False):
         return module
+    # (While one thread imports cv2 it is in sys.modules half initialised -- "partially initialized module 'cv2'
+    # has no attribute 'flip'"; the import waits for that thread's to finish.)
     return import_extra("cv2", "image encoding/decoding needs OpenCV (opencv-python-headless)", "image")
 
 

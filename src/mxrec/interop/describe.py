@@ -21,11 +21,26 @@ from mxrec.storage.filesystem import StorageOptions
 
 def describe_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str | None = None, *,
                  check: bool = False, storage_options: StorageOptions = None) -> dict[str, Any]:
-    """``{"format", "files", "records", "classes", "class_names", "kinds", "manifest", "problems"}`` of a set.
+    """Describe a foreign set: its format, files, records, classes and problems.
 
-    ``check``: read every record even when a manifest says what the set holds, and add ``"problem_list"``
-    (``[key, reason]`` of records that are no sound image), ``"broken"`` (broken images) and
-    ``"manifest_records"`` (what the manifest promised).
+    Parameters
+    ----------
+    spec
+        The set: a file, folder, glob, brace range or list, local or at a URL.
+    fmt
+        Its format's name (default: from the names).
+    check
+        Read every record even when a manifest says what the set holds, and add ``"problem_list"``
+        (``[key, reason]`` of records that are no sound image), ``"broken"`` (broken images) and
+        ``"manifest_records"`` (what the manifest promised).
+    storage_options
+        For URLs: the storage settings.
+
+    Returns
+    -------
+    dict
+        ``{"format", "files", "records", "classes", "class_names", "kinds", "manifest", "problems"}`` (and
+        ``"payload_bytes"`` when the records were read).
     """
     fmt = fmt or infer_format(spec, storage_options)
     found = resolve_set(spec, fmt, storage_options)

@@ -114,21 +114,73 @@ class Format:
         return self.suffixes[0]
 
     def shard_name(self, stem: str, number: int | None) -> str:
-        """``STEM_00000.SUFFIX`` for shard ``number``, ``STEM.SUFFIX`` for a one-file output (``None``)."""
+        """The file name of shard ``number`` of the output ``stem``.
+
+        Parameters
+        ----------
+        stem
+            The output's name, without the suffix.
+        number
+            The shard's number, or ``None`` for a one-file output.
+
+        Returns
+        -------
+        str
+            ``STEM_00000.SUFFIX`` for shard ``number``, ``STEM.SUFFIX`` for a one-file output.
+        """
         return stem + ("" if number is None else f"_{number:05d}") + self.suffix
 
     def count(self, path: str, storage_options: StorageOptions = None) -> int:
-        """Records of the file at ``path``."""
+        """Count the records of the file at ``path``.
+
+        Parameters
+        ----------
+        path
+            The file, local or a URL.
+        storage_options
+            For a URL: its storage settings.
+
+        Returns
+        -------
+        int
+            Its records.
+        """
         with self._opened(path, storage_options, "file" if self.counts_from_footer else self.opens) as source:
             return self.implementation.count_records(source, path)
 
     def records(self, path: str, storage_options: StorageOptions = None) -> Iterator[Record]:
-        """The records of the file at ``path``, in order (the file is open while they are taken)."""
+        """The records of the file at ``path``, in order (the file is open while they are taken).
+
+        Parameters
+        ----------
+        path
+            The file, local or a URL.
+        storage_options
+            For a URL: its storage settings.
+
+        Yields
+        ------
+        Record
+            Each record of the file.
+        """
         with self._opened(path, storage_options, self.opens) as source:
             yield from self.implementation.read_records(source, path)
 
     def writer(self, path: str, class_names: dict[int, str] | None = None) -> ShardWriter:
-        """A writer of one shard at the local ``path``."""
+        """A writer of one shard at the local ``path``.
+
+        Parameters
+        ----------
+        path
+            The shard's local file.
+        class_names
+            The class names to keep with it (where the format has a place for them).
+
+        Returns
+        -------
+        ShardWriter
+            The format module's writer.
+        """
         return self.implementation.Writer(path, class_names)
 
     @contextlib.contextmanager

@@ -38,7 +38,29 @@ def require_datasets() -> Any:
 
 def to_hf_dataset(source: Any, *, cache_dir: str | None = None, progress: Progress | None = None,
                   **options: Any) -> Any:
-    """A ``datasets.Dataset`` of ``source`` (``options`` as :func:`~mxrec.interop.job.convert`'s)."""
+    """A ``datasets.Dataset`` of ``source``, converted to Parquet in a temporary folder and loaded.
+
+    Parameters
+    ----------
+    source
+        What :func:`~mxrec.interop.job.convert` takes as its source.
+    cache_dir
+        The ``datasets`` cache folder (default: its own).
+    progress
+        Called as ``progress(done, total)`` as records are converted.
+    **options
+        :func:`~mxrec.interop.job.convert`'s other options.
+
+    Returns
+    -------
+    datasets.Dataset
+        The dataset (its ``train`` split).
+
+    Raises
+    ------
+    MissingExtraError
+        ``datasets`` is not installed (``mxrec[huggingface]``).
+    """
     datasets = require_datasets()
     with tempfile.TemporaryDirectory(prefix="mxrec-hf-", dir=os.environ.get("MXREC_SPOOL_DIR") or None) as folder:
         result = convert(source, folder, target_format="parquet", progress=progress, **options)
@@ -75,7 +97,33 @@ def hf_records(rows: Iterable[dict[str, Any]], image_column: str = "image",
 def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: str = "image",
                     label_column: str = "label", shard_size: ShardLimit | int | str | None = None,
                     storage_options: StorageOptions = None, progress: Progress | None = None) -> ConvertResult:
-    """Write a ``datasets.Dataset`` (images as ``Image`` features or bytes) as ``target`` (a ``.rec``)."""
+    """Write a ``datasets.Dataset`` (images as ``Image`` features or bytes) as ``target`` (a ``.rec``).
+
+    Parameters
+    ----------
+    dataset
+        The dataset, or any iterable of rows as it yields them.
+    target
+        The ``.rec`` to write (one file, or shards with ``shard_size``), local or a URL.
+    image_column, label_column
+        The columns holding the encoded image and the label.
+    shard_size
+        Records (``10000``) or bytes (``"1GB"``) per output shard (default: one file).
+    storage_options
+        For a URL: its storage settings.
+    progress
+        Called as ``progress(done, total)`` as records are written.
+
+    Returns
+    -------
+    ConvertResult
+        The files, the manifest and the report.
+
+    Raises
+    ------
+    MxrecError
+        ``target`` is not a ``.rec``, or a row's image is not encoded bytes (or a path to them).
+    """
     target = os.fspath(target)
     if not target.endswith(".rec"):
         raise MxrecError(f"{target}: from_hf_dataset writes a .rec")

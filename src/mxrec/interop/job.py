@@ -72,8 +72,21 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class ConvertResult:
-    """What :func:`convert` wrote: the files in order, the manifest (a sharded output), the :class:`Report`, and
-    ``notes`` for the user (a set too small for many loader workers, say)."""
+    """What :func:`convert` wrote.
+
+    Parameters
+    ----------
+    source_format, target_format
+        The formats converted from and to.
+    files
+        The files written, in order.
+    manifest
+        The manifest of a sharded output (``None`` for one file).
+    report
+        What was carried (:class:`~mxrec.interop.record.Report`).
+    notes
+        Notes for the user (a set too small for many loader workers, say).
+    """
 
     source_format: str
     target_format: str
@@ -84,6 +97,7 @@ class ConvertResult:
 
     @property
     def records(self) -> int:
+        """The records converted."""
         return self.report.records
 
 

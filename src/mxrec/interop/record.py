@@ -40,9 +40,20 @@ MAX_PROBLEMS = 1000  # problems a Report lists one by one (all are counted)
 class Record:
     """One record: ``key`` (the ``.idx`` key as text), its IRHeader fields, and ``data`` (the payload).
 
-    ``raw``: the record has no IRHeader, ``data`` is all of it. ``labels``:
-    the ``flag`` float32 labels (``None`` when ``flag`` is 0). ``head``: the
-    header bytes verbatim, set only when the fields do not rebuild them exactly.
+    Parameters
+    ----------
+    key
+        The ``.idx`` key as text.
+    data
+        The payload (after the IRHeader and its labels).
+    raw
+        The record has no IRHeader: ``data`` is all of it.
+    flag, label, id, id2
+        The IRHeader fields.
+    labels
+        The ``flag`` float32 labels (``None`` when ``flag`` is 0).
+    head
+        The header bytes verbatim, set only when the fields do not rebuild them exactly.
     """
 
     key: str
@@ -59,7 +70,18 @@ class Record:
     def from_bytes(cls, key: object, record: bytes | memoryview) -> Record:
         """Split a ``.rec`` record into its fields (a raw record when it holds no IRHeader).
 
-        ``data`` is a slice of ``record`` without a copy when ``record`` is a memoryview (of a mapped file, say).
+        Parameters
+        ----------
+        key
+            The record's key (kept as text).
+        record
+            The record as the ``.rec`` stores it.
+
+        Returns
+        -------
+        Record
+            The record; its ``data`` is a slice of ``record`` without a copy when ``record`` is a memoryview (of
+            a mapped file, say).
         """
         if not isinstance(record, memoryview):
             record = memoryview(record)
@@ -80,8 +102,22 @@ class Record:
 
     @classmethod
     def from_head(cls, key: str, head: bytes, data: bytes | memoryview) -> Record:
-        """A record from its IRHeader bytes as stored (``head``: the header and its labels, nothing more) and its
-        payload, not joined: ``data`` is kept as it is (a view stays a view)."""
+        """A record from its IRHeader bytes as stored and its payload, not joined.
+
+        Parameters
+        ----------
+        key
+            The record's key.
+        head
+            The header and its labels, nothing more.
+        data
+            The payload, kept as it is (a view stays a view).
+
+        Returns
+        -------
+        Record
+            The record.
+        """
         record = cls.from_bytes(key, head)
         if record.raw or len(record.data):  # not exactly one IRHeader: read the two as one record
             return cls.from_fields(key, bytes(data), head=head)
@@ -89,7 +125,13 @@ class Record:
         return record
 
     def header_bytes(self) -> bytes:
-        """The IRHeader (and labels) as stored in the ``.rec`` (empty for a raw record)."""
+        """The IRHeader (and labels) as stored in the ``.rec``.
+
+        Returns
+        -------
+        bytes
+            The header bytes (empty for a raw record).
+        """
         if self.raw:
             return b""
         if self.head is not None:
@@ -98,7 +140,18 @@ class Record:
         return IRHEADER.pack(self.flag, self.label, self.id, self.id2) + labels
 
     def exact_fields(self, head: bytes) -> bool:
-        """Whether the fields rebuild ``head`` byte for byte."""
+        """Whether the fields rebuild ``head`` byte for byte.
+
+        Parameters
+        ----------
+        head
+            Header bytes as stored.
+
+        Returns
+        -------
+        bool
+            ``True`` when :meth:`header_bytes` (ignoring a kept ``head``) equals ``head``.
+        """
         saved, self.head = self.head, None
         try:
             return self.header_bytes() == head
@@ -106,12 +159,24 @@ class Record:
             self.head = saved
 
     def to_bytes(self) -> bytes:
-        """The record as the ``.rec`` stores it."""
+        """The record as the ``.rec`` stores it.
+
+        Returns
+        -------
+        bytes
+            The header, labels and payload.
+        """
         return self.header_bytes() + self.data if not self.raw else bytes(self.data)
 
     def verbatim_head(self) -> bytes | None:
-        """The header bytes when a format must store them as they are: fields that do not rebuild them, or a
-        non-finite label (formats that carry labels as text or in float64 may not keep a NaN's bits)."""
+        """The header bytes when a format must store them as they are.
+
+        Returns
+        -------
+        bytes or None
+            The header bytes when the fields do not rebuild them, or a label is not finite (formats that carry
+            labels as text or in float64 may not keep a NaN's bits); else ``None``.
+        """
         if self.raw:
             return None
         if self.head is not None or not all(map(math.isfinite, self.label_values())) or not math.isfinite(
@@ -122,7 +187,27 @@ class Record:
     @classmethod
     def from_fields(cls, key: str | None, data: bytes, *, raw: bool = False, flag: int = 0, label: float = 0.0,
                     id: int = 0, id2: int = 0, labels: object = None, head: bytes | None = None) -> Record:
-        """A record from what a format stored: ``head`` (the verbatim header bytes) wins over the fields."""
+        """A record from what a format stored: ``head`` (the verbatim header bytes) wins over the fields.
+
+        Parameters
+        ----------
+        key
+            The record's key.
+        data
+            The payload.
+        raw, flag, label, id, id2, labels, head
+            As :class:`Record`'s (``labels`` any sequence of ``flag`` numbers).
+
+        Returns
+        -------
+        Record
+            The record.
+
+        Raises
+        ------
+        HeaderError
+            ``flag`` is not the number of ``labels``.
+        """
         if head is not None:
             record = cls.from_bytes(key, head + data)
             record.key = key  # type: ignore[assignment]
@@ -146,7 +231,13 @@ class Record:
         return whole if whole == label else -1
 
     def label_values(self) -> list[float]:
-        """The labels as numbers: ``[label]`` for a scalar, the ``flag`` labels otherwise (``[]`` when raw)."""
+        """The labels as numbers.
+
+        Returns
+        -------
+        list of float
+            ``[label]`` for a scalar, the ``flag`` labels otherwise (``[]`` when raw).
+        """
         if self.raw:
             return []
         return [self.label] if not self.flag else np.asarray(self.labels, np.float32).tolist()
@@ -213,8 +304,24 @@ def inspect_payload(data: bytes | memoryview) -> Payload:
 class Report:
     """What a conversion carried: records, payload bytes, payload kinds, and the records that are not sound images.
 
-    ``problems``: ``(key, reason)`` for the first :data:`MAX_PROBLEMS` records
-    whose payload is no image or a broken one (``problem_count`` counts all).
+    Parameters
+    ----------
+    records
+        Records counted.
+    payload_bytes
+        Their payloads' bytes.
+    kinds
+        Records per payload kind.
+    raw_records
+        Records with no IRHeader.
+    problems
+        ``(key, reason)`` for the first :data:`MAX_PROBLEMS` records whose payload is no image or a broken one.
+    problem_count
+        All such records.
+    broken
+        Problems that are images of a known format, cut off or malformed.
+    classes
+        Records per class label (whole scalar labels).
     """
 
     records: int = 0
@@ -227,7 +334,18 @@ class Report:
     classes: Counter = field(default_factory=Counter)  # records per class label (whole scalar labels)
 
     def add(self, record: Record) -> Payload:
-        """Count ``record``; return what its payload is."""
+        """Count ``record``.
+
+        Parameters
+        ----------
+        record
+            The record carried.
+
+        Returns
+        -------
+        Payload
+            What its payload is.
+        """
         data = record.data
         payload = inspect_payload(data)
         self.records += 1
@@ -243,13 +361,30 @@ class Report:
         return payload
 
     def note(self, key: str, problem: str, broken: bool = True) -> None:
-        """List a record that is not a sound image (or could not be transformed)."""
+        """List a record that is not a sound image (or could not be transformed).
+
+        Parameters
+        ----------
+        key
+            The record's key.
+        problem
+            What is wrong with it.
+        broken
+            Whether it is an image of a known format, cut off or malformed.
+        """
         self.problem_count += 1
         self.broken += broken
         if len(self.problems) < MAX_PROBLEMS:
             self.problems.append((key, problem))
 
     def merge(self, other: Report) -> None:
+        """Add the counts and problems of ``other`` (another task's report) to these.
+
+        Parameters
+        ----------
+        other
+            The report to add.
+        """
         self.records += other.records
         self.payload_bytes += other.payload_bytes
         self.kinds.update(other.kinds)

@@ -240,9 +240,23 @@ def _is_number(text: str) -> bool:
 def read_labelled_csv(csv_path: str | os.PathLike, root: str | os.PathLike) -> ImageList:
     """Entries from a CSV/TSV of ``path,label`` rows; class-name labels become ids 0, 1, ... in sorted order.
 
-    Raises :class:`ListFileError` (with the line number) for a row without a
-    label, an empty label, a path the ``.lst`` cannot hold, a path outside
-    ``root`` or a file that does not exist.
+    Parameters
+    ----------
+    csv_path
+        The CSV (or TSV) file.
+    root
+        The folder the rows' paths are relative to.
+
+    Returns
+    -------
+    ImageList
+        The entries and the name of each label.
+
+    Raises
+    ------
+    ListFileError
+        With the line number, for a row without a label, an empty label, a path the ``.lst`` cannot hold, a
+        path outside ``root`` or a file that does not exist.
     """
     csv_path, root = os.fspath(csv_path), os.fspath(root)
     with open(csv_path, encoding="utf-8-sig", newline="") as f:

@@ -161,12 +161,27 @@ class ImageTransform:
             raise OptionError(f"{what} must be {low}..{high} (default {default}), not {self.quality}")
 
     def apply(self, data: bytes, what: str = "image") -> bytes:
-        """The bytes to store for an image file's ``data``; ``what`` names it in errors.
+        """The bytes to store for an image file's ``data``.
 
-        Raises :class:`~mxrec.errors.ImageDecodeError` for empty, truncated
-        (see :func:`~mxrec.image.headers.truncation`; checked in pass-through too) or undecodable
-        data, and :class:`~mxrec.errors.MxrecError` when OpenCV cannot encode
-        the result (for example a 16-bit PNG read with ``color=-1`` into JPEG).
+        Parameters
+        ----------
+        data
+            The image file's bytes.
+        what
+            Names the image in errors.
+
+        Returns
+        -------
+        bytes
+            The bytes to store (``data`` itself when passing through).
+
+        Raises
+        ------
+        ImageDecodeError
+            ``data`` is empty, truncated (see :func:`~mxrec.image.headers.truncation`; checked in pass-through
+            too) or undecodable.
+        MxrecError
+            OpenCV cannot encode the result (for example a 16-bit PNG read with ``color=-1`` into JPEG).
         """
         header = jpeg_header(data)
         problem = truncation(data, header)

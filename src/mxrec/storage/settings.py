@@ -208,7 +208,13 @@ class RequestPolicy:
             raise OptionError(f"${ENV_REQUESTS}: {exc}") from None
 
     def describe(self) -> str:
-        """The policy as :meth:`parse` reads it (``attempts=6,backoff=0.1,...``)."""
+        """The policy as text.
+
+        Returns
+        -------
+        str
+            The policy as :meth:`parse` reads it (``attempts=6,backoff=0.1,...``).
+        """
         return ",".join(f"{f.name}={getattr(self, f.name)}" for f in dataclasses.fields(self))
 
 
@@ -289,11 +295,22 @@ class Storage:
         return dataclasses.replace(storage, **changes) if changes else storage
 
     def options_key(self) -> tuple:
-        """What tells one set of fsspec options (with the policy's time-outs and connections) from another, as a
-        dictionary key."""
+        """A dictionary key for these fsspec options.
+
+        Returns
+        -------
+        tuple
+            What tells one set of fsspec options (with the policy's time-outs and connections) from another.
+        """
         return (tuple(sorted((k, repr(v)) for k, v in self.options.items())),
                 self.policy.connect_timeout, self.policy.read_timeout, self.policy.in_flight)
 
     def cache_folder(self) -> str | None:
-        """The cache folder: :attr:`cache_dir`, else ``$MXREC_CACHE_DIR``, else ``None`` (no cache)."""
+        """The block cache's folder.
+
+        Returns
+        -------
+        str or None
+            :attr:`cache_dir`, else ``$MXREC_CACHE_DIR``, else ``None`` (no cache).
+        """
         return self.cache_dir if self.cache_dir is not None else (os.environ.get(ENV_CACHE_DIR) or None)

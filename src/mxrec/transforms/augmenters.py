@@ -49,6 +49,7 @@ IMAGENET_STD_RGB = (58.395, 57.12, 57.375)
 
 class Transform:
     """Base class: ``t(img, rng=None)``; random subclasses draw from ``rng`` or from their own stream.
+
     Parameters
     ----------
     seed
@@ -72,6 +73,7 @@ class Transform:
 
 class SequentialAug(Transform):
     """Apply ``transforms`` one after the other.
+
     Parameters
     ----------
     transforms
@@ -93,7 +95,16 @@ class SequentialAug(Transform):
 
 
 class RandomOrderAug(SequentialAug):
-    """Apply ``transforms`` in a random order."""
+    """Apply ``transforms`` in a random order.
+
+    Parameters
+    ----------
+    transforms
+        The transforms (callables; :class:`Transform` s get the random stream).
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
         rng = self._random(rng)
@@ -104,6 +115,7 @@ class RandomOrderAug(SequentialAug):
 
 class ResizeAug(Transform):
     """Scale the shorter side to ``size``.
+
     Parameters
     ----------
     size
@@ -125,6 +137,7 @@ class ResizeAug(Transform):
 
 class ForceResizeAug(Transform):
     """Resize to ``size`` (w, h) whatever the aspect ratio.
+
     Parameters
     ----------
     size
@@ -178,6 +191,7 @@ class RandomCropAug(_CropAug):
 
 class RandomSizedCropAug(Transform):
     """A crop of random area and aspect ratio, resized to ``size`` (w, h).
+
     Parameters
     ----------
     size
@@ -203,14 +217,25 @@ class RandomSizedCropAug(Transform):
 
 
 class CenterCropAug(_CropAug):
-    """The centred crop of ``size`` (w, h), with :class:`RandomCropAug`'s parameters (``size``, ``interp``,
-    ``seed``)."""
+    """The centred crop of ``size`` (w, h).
+
+    Parameters
+    ----------
+    size
+        ``(width, height)`` of the crop (scaled down to fit a smaller image, then resized back up).
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    seed
+        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
+        entropy.
+    """
 
     crop_op = staticmethod(center_crop)
 
 
 class HorizontalFlipAug(Transform):
     """Flip left-right with probability ``p``.
+
     Parameters
     ----------
     p
@@ -230,6 +255,7 @@ class HorizontalFlipAug(Transform):
 
 class CastAug(Transform):
     """Convert to ``typ`` (float32 by default).
+
     Parameters
     ----------
     typ
@@ -279,6 +305,20 @@ class BrightnessJitterAug(_JitterAug):
     amount_name = "brightness"
 
     def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
+        """``img * alpha``.
+
+        Parameters
+        ----------
+        img
+            A float HWC image.
+        alpha
+            The drawn factor, ``1 + U(-amount, amount)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The jittered image.
+        """
         return img * np.float32(alpha)
 
 
@@ -297,6 +337,20 @@ class ContrastJitterAug(_JitterAug):
     amount_name = "contrast"
 
     def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
+        """``alpha * img + (1 - alpha) * mean_grey`` (the image's mean luma).
+
+        Parameters
+        ----------
+        img
+            A float HWC image.
+        alpha
+            The drawn factor, ``1 + U(-amount, amount)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The jittered image.
+        """
         mean_grey = float(grey_level(img, LUMA_RGB).mean())
         return img * np.float32(alpha) + np.float32((1.0 - alpha) * mean_grey)
 
@@ -316,12 +370,27 @@ class SaturationJitterAug(_JitterAug):
     amount_name = "saturation"
 
     def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
+        """``alpha * img + (1 - alpha) * grey`` (each pixel's luma).
+
+        Parameters
+        ----------
+        img
+            A float HWC image.
+        alpha
+            The drawn factor, ``1 + U(-amount, amount)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The jittered image.
+        """
         grey = grey_level(img, LUMA_RGB)[..., None]
         return img * np.float32(alpha) + grey * np.float32(1.0 - alpha)
 
 
 class HueJitterAug(Transform):
     """Rotate the hue by ``U(-hue, hue)`` half-turns in YIQ space (a linear approximation, as MXNet).
+
     Parameters
     ----------
     hue
@@ -345,6 +414,7 @@ class HueJitterAug(Transform):
 
 class ColorJitterAug(RandomOrderAug):
     """Brightness, contrast and saturation jitter (those not 0), in random order.
+
     Parameters
     ----------
     brightness
@@ -366,6 +436,7 @@ class ColorJitterAug(RandomOrderAug):
 
 class LightingAug(Transform):
     """AlexNet PCA lighting noise: add ``eigvec @ (alpha * eigval)``, ``alpha ~ N(0, alphastd)`` per component.
+
     Parameters
     ----------
     alphastd
@@ -386,6 +457,7 @@ class LightingAug(Transform):
 
 class RandomGrayAug(Transform):
     """With probability ``p``, replace every channel by the grey mix ``0.21 R + 0.72 G + 0.07 B``.
+
     Parameters
     ----------
     p
@@ -407,6 +479,7 @@ class RandomGrayAug(Transform):
 
 class ColorNormalizeAug(Transform):
     """``(img - mean) / std`` per channel (either may be ``None``) on HWC images.
+
     Parameters
     ----------
     mean

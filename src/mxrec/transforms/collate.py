@@ -13,7 +13,24 @@ from mxrec.errors import ParameterError
 def pad_to_max(arrays: Sequence[np.ndarray], pad_value: float = 0) -> tuple[np.ndarray, np.ndarray]:
     """Stack arrays of equal rank into one, each padded at the end of every axis to the largest size.
 
-    Returns the batch and the original shapes (``(N, ndim)`` int64).
+    Parameters
+    ----------
+    arrays
+        The arrays (of one rank).
+    pad_value
+        What the padding holds.
+
+    Returns
+    -------
+    batch : numpy.ndarray
+        The stacked, padded arrays.
+    shapes : numpy.ndarray
+        The original shapes (``(N, ndim)`` int64).
+
+    Raises
+    ------
+    ParameterError
+        ``arrays`` is empty, or its arrays differ in rank.
     """
     arrays = [np.asarray(a) for a in arrays]
     if not arrays:

@@ -299,7 +299,20 @@ def add_lighting(img: np.ndarray, offsets_bgr: np.ndarray) -> np.ndarray:
 # -- mx.image's functional ops ----------------------------------------------------------
 
 def scale_down(src_size: Size, size: Size) -> Size:
-    """Shrink a crop ``size`` (w, h) to fit in ``src_size`` (w, h), keeping its aspect ratio."""
+    """Shrink a crop ``size`` (w, h) to fit in ``src_size`` (w, h), keeping its aspect ratio.
+
+    Parameters
+    ----------
+    src_size
+        ``(width, height)`` of the image.
+    size
+        ``(width, height)`` of the crop.
+
+    Returns
+    -------
+    Size
+        ``(width, height)``, ``size`` itself when it fits.
+    """
     width, height = size
     src_w, src_h = src_size
     if src_h < height:
@@ -311,7 +324,28 @@ def scale_down(src_size: Size, size: Size) -> Size:
 
 def fixed_crop(src: np.ndarray, x0: int, y0: int, width: int, height: int, size: Size | None = None,
                interp: int = INTER_CUBIC, rng: SampleRandom | None = None) -> np.ndarray:
-    """The region at ``(x0, y0)`` of ``width`` x ``height``, resized to ``size`` (w, h) when given and different."""
+    """The region at ``(x0, y0)`` of ``width`` x ``height``, resized to ``size`` (w, h) when given and different.
+
+    Parameters
+    ----------
+    src
+        The HWC image.
+    x0, y0
+        The region's top-left corner.
+    width, height
+        The region's size.
+    size
+        ``(width, height)`` to resize it to (``None``: as it is).
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    rng
+        The random stream, for a random ``interp``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The region (a view of ``src`` when not resized).
+    """
     out = src[y0:y0 + height, x0:x0 + width]
     if size is not None and (width, height) != tuple(size):
         inter = resolve_interpolation(interp, (width, height), tuple(size), rng)
@@ -321,7 +355,26 @@ def fixed_crop(src: np.ndarray, x0: int, y0: int, width: int, height: int, size:
 
 def center_crop(src: np.ndarray, size: Size, interp: int = INTER_CUBIC,
                 rng: SampleRandom | None = None) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-    """The centred crop of ``size`` (w, h) (scaled down to fit, then resized back up); and ``(x, y, w, h)``."""
+    """The centred crop of ``size`` (w, h) (scaled down to fit, then resized back up).
+
+    Parameters
+    ----------
+    src
+        The HWC image.
+    size
+        ``(width, height)`` of the crop.
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    rng
+        The random stream, for a random ``interp``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The crop.
+    tuple of int
+        ``(x, y, w, h)``: the region of ``src`` it was cut from.
+    """
     height, width = src.shape[:2]
     new_w, new_h = scale_down((width, height), size)
     x0, y0 = centre_offsets(height, width, new_h, new_w)
@@ -330,7 +383,26 @@ def center_crop(src: np.ndarray, size: Size, interp: int = INTER_CUBIC,
 
 def random_crop(src: np.ndarray, size: Size, interp: int = INTER_CUBIC,
                 rng: SampleRandom | None = None) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-    """A crop of ``size`` (w, h) at a random place (scaled down to fit, then resized back up); and ``(x, y, w, h)``."""
+    """A crop of ``size`` (w, h) at a random place (scaled down to fit, then resized back up).
+
+    Parameters
+    ----------
+    src
+        The HWC image.
+    size
+        ``(width, height)`` of the crop.
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    rng
+        The random stream (for the crop's place and a random ``interp``; default: fresh entropy).
+
+    Returns
+    -------
+    numpy.ndarray
+        The crop.
+    tuple of int
+        ``(x, y, w, h)``: the region of ``src`` it was cut from.
+    """
     rng = rng if rng is not None else SampleRandom(entropy())
     height, width = src.shape[:2]
     new_w, new_h = scale_down((width, height), size)
@@ -343,7 +415,29 @@ def random_size_crop(src: np.ndarray, size: Size, area: float | tuple[float, flo
                      rng: SampleRandom | None = None) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """A crop of random area (fraction ``area``) and aspect ratio (log-uniform in ``ratio``), resized to ``size``.
 
-    Ten tries, then a centre crop. Returns the image and ``(x, y, w, h)``.
+    Ten tries, then a centre crop.
+
+    Parameters
+    ----------
+    src
+        The HWC image.
+    size
+        ``(width, height)`` of the output.
+    area
+        Range of the crop's area as a fraction of the image's (a number: from it to 1).
+    ratio
+        Range of the crop's aspect ratio (width / height).
+    interp
+        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
+    rng
+        The random stream (for the crop's place and a random ``interp``; default: fresh entropy).
+
+    Returns
+    -------
+    numpy.ndarray
+        The crop.
+    tuple of int
+        ``(x, y, w, h)``: the region of ``src`` it was cut from.
     """
     rng = rng if rng is not None else SampleRandom(entropy())
     height, width = src.shape[:2]
