@@ -149,6 +149,13 @@ def test_ctrl_c_is_the_parents_to_handle():
             os.kill(pid, signal.SIGINT)
         rest = [batch_bytes(b) for b in it]
     assert [first, *rest] == threaded(path_imgrec=SMALL, **AUGMENTED)[:7]
+    # and the parent's KeyboardInterrupt, wherever it lands, leaves no worker behind once the block is left
+    with pytest.raises(KeyboardInterrupt), ImageRecordIter(path_imgrec=SMALL, **AUGMENTED,
+                                                           preprocess_processes=2) as it:
+        it.next()
+        os.kill(os.getpid(), signal.SIGINT)
+        list(it)
+    assert multiprocessing.active_children() == []
 
 
 def test_a_worker_that_dies_is_a_worker_error():
