@@ -280,7 +280,7 @@ class ProcessPipeline:
                  label_dtype: str = "float32", prefetch: int, describe: Callable[[int], str] = str,
                  start_method: str | None = None) -> None:
         if processes < 1:
-            raise ParameterError(f"preprocess_processes must be >= 0, got {processes}")
+            raise ParameterError(f"a process pipeline needs preprocess_processes >= 1, got {processes}")
         if prefetch < 1:
             raise ParameterError(f"prefetch_buffer must be >= 1, got {prefetch}")
         method = default_start_method() if start_method is None else start_method
