@@ -364,7 +364,8 @@ class ImageRecordIter(BatchIter):
         return self._reader
 
     def attach_clock(self, clock: StageClock | None) -> None:
-        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing."""
+        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing.
+        With ``preprocess_processes``, only the waits for batches are timed (the stages run in the workers)."""
         self._loader.clock = clock
         self._pipeline.clock = clock
 
