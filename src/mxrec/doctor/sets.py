@@ -311,13 +311,13 @@ def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyTy
     Parameters
     ----------
     spec
-        As for :func:`info`.
+        The dataset, as :func:`info` takes it.
     idx_path
-        As for :func:`info`.
+        The ``.idx`` of a single file.
     key_type
-        As for :func:`info`.
+        Converts ``.idx`` keys.
     storage_options
-        As for :func:`info`.
+        fsspec options for URLs.
     **options
         :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``lst`` applies to one file only.
 
