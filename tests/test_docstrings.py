@@ -27,7 +27,6 @@ PENDING = {
     "mxrec.datasets",
     "mxrec.io",
     "mxrec.ray",
-    "mxrec.torch",
     "mxrec.train",
 }
 CHECKED = {
