@@ -26,7 +26,6 @@ import mxrec.errors
 PENDING = {
     "mxrec.datasets",
     "mxrec.io",
-    "mxrec.ray",
     "mxrec.train",
 }
 CHECKED = {
