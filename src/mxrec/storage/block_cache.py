@@ -14,8 +14,8 @@ Safe with several processes (``DataLoader`` workers, ranks on one node):
   is not whole is ignored, removed and fetched again), so nothing partial or
   foreign is ever served;
 * a block one process is downloading is not downloaded again by another at the same time: the downloader holds
-  a lock on the block's byte of the file's lock file (:meth:`BlockCache.claim`, a POSIX record lock, released
-  by the kernel if the process dies) and the others wait for it (:meth:`BlockCache.wait`), then map the block;
+  a lock on the block's lock file (``.<n>.lock``, :meth:`BlockCache.claim`: ``flock``, released by the kernel if
+  the process dies) and the others wait for it (:meth:`BlockCache.wait`), then map the block;
 * eviction removes the least recently used blocks (their modification time is
   refreshed on every hit) once the folder exceeds ``max_bytes``; a block
   evicted under a reader's feet is simply a miss.
@@ -64,8 +64,7 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
         self._written = 0
-        self._locks: dict[str, int] = {}  # lock file descriptors of this process, by file id
-        self._locks_pid = os.getpid()
+        self._locks: dict[tuple[str, int], int] = {}  # the lock files of the blocks this process downloads
         self._locks_guard = threading.Lock()
 
     @classmethod
@@ -85,11 +84,6 @@ class BlockCache:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"], state["max_bytes"], state["block_size"])
 
-    def __del__(self) -> None:
-        if getattr(self, "_locks_pid", None) == os.getpid():
-            for fd in self._locks.values():
-                with contextlib.suppress(OSError):
-                    os.close(fd)
 
     @staticmethod
     def file_id(url: str, size: int, version: str | None) -> str:
@@ -125,41 +119,41 @@ class BlockCache:
         self.hits += 1
         return data
 
-    def _lock_file(self, file_id: str) -> int:
-        """This process's descriptor of the file's lock file (kept open: closing any descriptor of it would drop
-        every record lock the process holds on it)."""
-        with self._locks_guard:
-            if self._locks_pid != os.getpid():  # a forked child holds none of its parent's locks
-                self._locks, self._locks_pid = {}, os.getpid()
-            fd = self._locks.get(file_id)
-            if fd is None:
-                folder = os.path.join(self.directory, file_id)
-                os.makedirs(folder, exist_ok=True)
-                fd = self._locks[file_id] = os.open(os.path.join(folder, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-            return fd
+    def _lock_path(self, file_id: str, number: int) -> str:
+        folder = os.path.join(self.directory, file_id)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, f".{number}.lock")
 
     def claim(self, file_id: str, number: int) -> bool:
         """Take the right to download block ``number`` (``False``: another process is downloading it now; wait
         for it with :meth:`wait`). Give it back with :meth:`release`."""
         if fcntl is None:
             return True
+        fd = os.open(self._lock_path(file_id, number), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.lockf(self._lock_file(file_id), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, number)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
+            os.close(fd)
             return False
+        with self._locks_guard:
+            self._locks[(file_id, number)] = fd
         return True
 
     def release(self, file_id: str, number: int) -> None:
         """Give back the right :meth:`claim` took."""
-        if fcntl is not None:
-            fcntl.lockf(self._lock_file(file_id), fcntl.LOCK_UN, 1, number)
+        with self._locks_guard:
+            fd = self._locks.pop((file_id, number), None)
+        if fd is not None:
+            os.close(fd)  # (drops the lock)
 
     def wait(self, file_id: str, number: int) -> None:
         """Wait until no process is downloading block ``number`` (the kernel drops a dead process's lock)."""
         if fcntl is not None:
-            fd = self._lock_file(file_id)
-            fcntl.lockf(fd, fcntl.LOCK_EX, 1, number)
-            fcntl.lockf(fd, fcntl.LOCK_UN, 1, number)
+            fd = os.open(self._lock_path(file_id, number), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            finally:
+                os.close(fd)
 
     def drop(self, file_id: str, number: int) -> None:
         """Forget block ``number`` (its bytes failed a check): the next read fetches it again."""
