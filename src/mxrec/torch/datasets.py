@@ -300,7 +300,8 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
     Raises
     ------
     ParameterError
-        As :class:`ImageRecordDataset` and :class:`~mxrec.torch.sampling.DistributedBatchSampler` raise it.
+        ``flag``, ``on_broken`` or ``label_dtype`` not one of its values, ``batch_size`` below 1, ``rank`` not in
+        ``[0, world_size)``, or ``stick_to_shard`` over a mixture.
     """
 
     def __init__(self, path: DatasetSpec, index: Index = None, *, batch_size: int = 1, flag: int = 1,
