@@ -17,26 +17,38 @@ first, then what was wrong, anything else (a byte ``offset``, a ``line``, a ``ke
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from types import ModuleType
+
+#: What each constructor parameter of the classes below means, written once: :meth:`MxrecError.__init_subclass__`
+#: writes every class's ``Parameters`` section from its constructor's signature and this table, so the classes that
+#: share a constructor (or a parameter) do not repeat its description.
+_PARAMETERS = {
+    "path": "The file or URL (``None`` when the input is not a file: bytes in memory, a manifest built in memory).",
+    "reason": "What was wrong.",
+    "offset": "The byte offset in the file where the fault is.",
+    "line": "The line number, if known.",
+    "key": "The record key concerned (the one asked for, or the one repeated).",
+    "start": "The first byte of the range whose checksum failed, if the fault is in one.",
+    "end": "The end of that byte range.",
+}
 
 
 class MxrecError(Exception):
     """Base class of every error mxrec raises on bad input or misuse."""
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        # Exception's own constructor takes a message alone, which needs no section.
+        if inspect.isfunction(cls.__init__) and cls.__doc__ and "Parameters\n" not in cls.__doc__:
+            names = list(inspect.signature(cls.__init__).parameters)[1:]
+            cls.__doc__ = cls.__doc__.rstrip() + "\n\n    Parameters\n    ----------\n" + "".join(
+                f"    {name}\n        {_PARAMETERS[name]}\n" for name in names)
+
 
 class RecordFormatError(MxrecError, ValueError):
-    """A ``.rec`` file breaks the RecordIO framing at a given byte offset.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    offset
-        The byte offset in the file where the fault is.
-    """
+    """A ``.rec`` file breaks the RecordIO framing at a given byte offset."""
 
     def __init__(self, path: str | os.PathLike | None, reason: str, *, offset: int) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -47,31 +59,11 @@ class RecordFormatError(MxrecError, ValueError):
 
 
 class TruncatedRecordError(RecordFormatError):
-    """The data ends inside a record (header, payload, padding or a multi-part record).
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    offset
-        The byte offset in the file where the fault is.
-    """
+    """The data ends inside a record (header, payload, padding or a multi-part record)."""
 
 
 class TextFileError(MxrecError, ValueError):
-    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    """
+    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line."""
 
     placeholder = "<text>"  # names the file when no path is known
 
@@ -86,19 +78,7 @@ class TextFileError(MxrecError, ValueError):
 
 
 class IndexFileError(TextFileError):
-    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    key
-        The record key concerned, if any.
-    """
+    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file."""
 
     placeholder = "<index>"
 
@@ -109,31 +89,11 @@ class IndexFileError(TextFileError):
 
 
 class DuplicateKeyError(IndexFileError):
-    """The same key appears on more than one line of an ``.idx`` file.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    key
-        The key that is repeated.
-    """
+    """The same key appears on more than one line of an ``.idx`` file."""
 
 
 class RecordKeyError(MxrecError, KeyError):
-    """A key asked for is not in the index.
-
-    Parameters
-    ----------
-    path
-        The ``.rec`` file or URL (``None`` for bytes in memory).
-    key
-        The key asked for.
-    """
+    """A key asked for is not in the index."""
 
     def __init__(self, path: str | os.PathLike | None, *, key: object) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -177,31 +137,13 @@ class ForkedWriterError(MxrecError, RuntimeError):
 
 
 class ListFileError(TextFileError):
-    """A ``.lst`` (or CSV) image list has a malformed line.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    """
+    """A ``.lst`` (or CSV) image list has a malformed line."""
 
     placeholder = "<list>"
 
 
 class ManifestError(MxrecError, ValueError):
-    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for a manifest not read from a file).
-    reason
-        What was wrong.
-    """
+    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file."""
 
     def __init__(self, path: str | os.PathLike | None, reason: str) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -210,29 +152,12 @@ class ManifestError(MxrecError, ValueError):
 
 
 class IncompleteSetError(ManifestError):
-    """A set's manifest is the marker of a write in progress or failed: its files are no whole set.
-
-    Parameters
-    ----------
-    path
-        The manifest's file or URL.
-    reason
-        What was wrong.
-    """
+    """A set's manifest is the marker of a write in progress or failed: its files are no whole set."""
 
 
 class ChecksumError(MxrecError, ValueError):
     """Bytes of a ``.rec`` fail their block checksum (the file is damaged), or a checksum table is malformed or
     belongs to another version of the file: the message names the file, the byte range and its records.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    start, end
-        The byte range whose checksum failed, if the fault is in one.
     """
 
     def __init__(self, path: str | os.PathLike | None, reason: str, *, start: int | None = None,
@@ -297,15 +222,7 @@ class _StorageError(MxrecError, OSError):
 
 
 class RemoteError(_StorageError):
-    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong.
-
-    Parameters
-    ----------
-    path
-        The URL (and byte range).
-    reason
-        What went wrong.
-    """
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
 
     @property
     def url(self) -> str:
@@ -316,13 +233,6 @@ class RemoteError(_StorageError):
 class CleanupError(_StorageError):
     """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
     message names them.
-
-    Parameters
-    ----------
-    path
-        The output's file or URL.
-    reason
-        Which files remain, and why.
     """
 
 
@@ -344,27 +254,11 @@ def add_note(exc: BaseException, note: str) -> None:
 
 
 class RemoteNotFoundError(RemoteError, FileNotFoundError):
-    """A remote file, bucket or shard does not exist.
-
-    Parameters
-    ----------
-    path
-        The URL.
-    reason
-        What was not found.
-    """
+    """A remote file, bucket or shard does not exist."""
 
 
 class RemoteAccessError(RemoteError, PermissionError):
-    """The remote store refused access (missing or bad credentials, no permission).
-
-    Parameters
-    ----------
-    path
-        The URL.
-    reason
-        What the store answered.
-    """
+    """The remote store refused access (missing or bad credentials, no permission)."""
 
 
 class MissingExtraError(MxrecError, ImportError):
