@@ -1,8 +1,8 @@
 """A griffe extension for the docs site: a class whose docstring is completed at import shows the completed one.
 
-``mxrec.errors.MxrecError.__init_subclass__`` writes each error class's ``Parameters`` section from one table, so
-the source holds only the summaries; griffe reads source, and this takes those classes' ``__doc__`` from the
-imported module instead.
+:func:`mxrec.errors.document_parameters` appends ``Parameters`` entries to docstrings when the classes are made
+(the error classes, the transforms), so the source holds each description once; griffe reads the source, and this
+takes such a class's docstring from the imported class instead.
 """
 
 from __future__ import annotations
@@ -15,13 +15,20 @@ from griffe import Class, Docstring, Extension
 
 
 class RuntimeDocstrings(Extension):
-    """Replace a class's docstring with its runtime ``__doc__`` where the class is an ``mxrec.errors`` one."""
+    """Use the imported class's ``__doc__`` where it extends the docstring in the source."""
 
     def on_class_instance(self, *, cls: Class, **kwargs: Any) -> None:
-        if cls.module.path != "mxrec.errors" or cls.docstring is None:
+        static = cls.docstring
+        if static is None or not cls.path.startswith("mxrec."):
             return
-        runtime = getattr(importlib.import_module("mxrec.errors"), cls.name, None)
-        if runtime is not None and runtime.__doc__:
-            cls.docstring = Docstring(inspect.cleandoc(runtime.__doc__), lineno=cls.docstring.lineno,
-                                      endlineno=cls.docstring.endlineno, parent=cls,
-                                      parser=cls.docstring.parser, parser_options=cls.docstring.parser_options)
+        try:
+            module = importlib.import_module(cls.module.path)
+        except ImportError:  # a module of an optional extra not installed here: its source docstring stays
+            return
+        obj: object = module
+        for name in cls.path[len(cls.module.path) + 1:].split("."):  # a nested class by its qualified name
+            obj = getattr(obj, name, None)
+        runtime = inspect.cleandoc(getattr(obj, "__doc__", None) or "")
+        if runtime != static.value and runtime.startswith(static.value.rstrip()):
+            cls.docstring = Docstring(runtime, lineno=static.lineno, endlineno=static.endlineno, parent=cls,
+                                      parser=static.parser, parser_options=static.parser_options)

@@ -19,11 +19,40 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
+from collections.abc import Mapping
 from types import ModuleType
 
-#: What each constructor parameter of the classes below means, written once: :meth:`MxrecError.__init_subclass__`
-#: writes every class's ``Parameters`` section from its constructor's signature and this table, so the classes that
-#: share a constructor (or a parameter) do not repeat its description.
+
+def document_parameters(cls: type, descriptions: Mapping[str, str]) -> None:
+    """Complete the numpy ``Parameters`` section of ``cls``'s docstring from its constructor's signature.
+
+    A family of classes that shares constructor parameters (a subclass that keeps its parent's constructor, the
+    ``seed`` of every transform) describes each parameter once, in ``descriptions``; each class's docstring gets
+    the parameters it does not describe itself appended, in the signature's order (a section is added where it
+    has none). It lives here because every subpackage may import :mod:`mxrec.errors`. The docs site reads these
+    composed docstrings through ``docs/griffe_runtime_docs.py``.
+
+    Parameters
+    ----------
+    cls
+        The class, just made (called from ``__init_subclass__``); one without a docstring, or with the
+        constructor of ``object`` or ``Exception``, is left alone.
+    descriptions
+        The meaning of each parameter name (a name missing from it raises ``KeyError`` at import).
+    """
+    doc = cls.__doc__
+    if not doc or not inspect.isfunction(cls.__init__):
+        return
+    missing = [name for name in list(inspect.signature(cls.__init__).parameters)[1:]
+               if not re.search(rf"^ *(\w+, )*{name}(, \w+)*$", doc, re.M)]
+    if missing:
+        header = "" if re.search(r"^ *Parameters\n *-+$", doc, re.M) else "\n\n    Parameters\n    ----------"
+        cls.__doc__ = doc.rstrip() + header + "\n" + "".join(
+            f"    {name}\n        {descriptions[name]}\n" for name in missing)
+
+
+#: What each constructor parameter of the classes below means, written once (:func:`document_parameters`).
 _PARAMETERS = {
     "path": "The file or URL (``None`` when the input is not a file: bytes in memory, a manifest built in memory).",
     "reason": "What was wrong.",
@@ -40,11 +69,7 @@ class MxrecError(Exception):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        # Exception's own constructor takes a message alone, which needs no section.
-        if inspect.isfunction(cls.__init__) and cls.__doc__ and "Parameters\n" not in cls.__doc__:
-            names = list(inspect.signature(cls.__init__).parameters)[1:]
-            cls.__doc__ = cls.__doc__.rstrip() + "\n\n    Parameters\n    ----------\n" + "".join(
-                f"    {name}\n        {_PARAMETERS[name]}\n" for name in names)
+        document_parameters(cls, _PARAMETERS)
 
 
 class RecordFormatError(MxrecError, ValueError):
