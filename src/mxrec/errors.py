@@ -39,13 +39,14 @@ def document_parameters(cls: type, descriptions: Mapping[str, str]) -> None:
         The class, just made (called from ``__init_subclass__``); one without a docstring, or with the
         constructor of ``object`` or ``Exception``, is left alone.
     descriptions
-        The meaning of each parameter name (a name missing from it raises ``KeyError`` at import).
+        The meaning of each shared parameter name; a parameter not in it is left to the class's own docstring
+        (a user's subclass of a transform may have parameters of its own, undocumented).
     """
     doc = cls.__doc__
     if not doc or not inspect.isfunction(cls.__init__):
         return
     missing = [name for name in list(inspect.signature(cls.__init__).parameters)[1:]
-               if not re.search(rf"^ *(\w+, )*{name}(, \w+)*$", doc, re.M)]
+               if name in descriptions and not re.search(rf"^ *(\w+, )*{name}(, \w+)*( : .*)?$", doc, re.M)]
     if missing:
         header = "" if re.search(r"^ *Parameters\n *-+$", doc, re.M) else "\n\n    Parameters\n    ----------"
         cls.__doc__ = doc.rstrip() + header + "\n" + "".join(
