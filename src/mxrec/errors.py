@@ -20,37 +20,48 @@ import importlib
 import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
 
-def document_parameters(cls: type, descriptions: Mapping[str, str]) -> None:
-    """Complete the numpy ``Parameters`` section of ``cls``'s docstring from its constructor's signature.
+def document_parameters(obj: type | Callable, descriptions: Mapping[str, str]) -> None:
+    """Complete the numpy ``Parameters`` section of a class's or function's docstring from its signature.
 
-    A family of classes that shares constructor parameters (a subclass that keeps its parent's constructor, the
-    ``seed`` of every transform) describes each parameter once, in ``descriptions``; each class's docstring gets
-    the parameters it does not describe itself appended, in the signature's order (a section is added where it
-    has none). It lives here because every subpackage may import :mod:`mxrec.errors`. The docs site reads these
-    composed docstrings through ``docs/griffe_runtime_docs.py``.
+    A family of classes or functions that shares parameters (a subclass that keeps its parent's constructor, the
+    ``seed`` of every transform, the ``src`` of every crop) describes each shared parameter once, in
+    ``descriptions``; each docstring gets the ones it does not describe itself, in the signature's order, at the end
+    of its ``Parameters`` section (a section is made, before ``Returns`` and the rest, where there is none). It lives
+    here because every subpackage may import :mod:`mxrec.errors`. The docs site reads these composed docstrings
+    through ``docs/griffe_runtime_docs.py``.
 
     Parameters
     ----------
-    cls
-        The class, just made (called from ``__init_subclass__``); one without a docstring, or with the
-        constructor of ``object`` or ``Exception``, is left alone.
+    obj
+        The class (a class's constructor parameters, from ``__init_subclass__``) or the function, just made; one
+        without a docstring, or a class with the constructor of ``object`` or ``Exception``, is left alone.
     descriptions
-        The meaning of each shared parameter name; a parameter not in it is left to the class's own docstring
+        The meaning of each shared parameter name; a parameter not in it is left to the docstring itself
         (a user's subclass of a transform may have parameters of its own, undocumented).
     """
-    doc = cls.__doc__
-    if not doc or not inspect.isfunction(cls.__init__):
+    doc, function = obj.__doc__, obj.__init__ if isinstance(obj, type) else obj
+    if not doc or not inspect.isfunction(function):
         return
-    missing = [name for name in list(inspect.signature(cls.__init__).parameters)[1:]
+    names = list(inspect.signature(function).parameters)[1 if isinstance(obj, type) else 0:]
+    missing = [name for name in names
                if name in descriptions and not re.search(rf"^ *(\w+, )*{name}(, \w+)*( : .*)?$", doc, re.M)]
-    if missing:
-        header = "" if re.search(r"^ *Parameters\n *-+$", doc, re.M) else "\n\n    Parameters\n    ----------"
-        cls.__doc__ = doc.rstrip() + header + "\n" + "".join(
-            f"    {name}\n        {descriptions[name]}\n" for name in missing)
+    if not missing:
+        return
+    entries = "".join(f"    {name}\n        {descriptions[name]}\n" for name in missing)
+    sections = list(re.finditer(r"^ *(\w+)\n *-+\n", doc, re.M))
+    params = next((m for m in sections if m.group(1) == "Parameters"), None)
+    after = [m for m in sections if params is None or m.start() > params.start()]
+    if params is None:
+        entries = "    Parameters\n    ----------\n" + entries
+    if after:  # before the next section: after the blank line that ends the summary, or the last entry
+        cut = after[0].start() - (1 if params else 0)
+        obj.__doc__ = doc[:cut] + entries + ("" if params else "\n") + doc[cut:]
+    else:
+        obj.__doc__ = doc.rstrip() + ("\n" if params else "\n\n") + entries
 
 
 #: What each constructor parameter of the classes below means, written once (:func:`document_parameters`).
