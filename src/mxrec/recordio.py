@@ -210,17 +210,24 @@ class MXRecordIO:
         ForkedWriterError
             The writer is used in another process than the one that opened it.
         """
+        if not self._queued(buf):
+            self._writer.write(buf, indexed=False)
+        elif len(self._pending) >= _QUEUE_RECORDS:
+            self._flush_pending()
+
+    def _queued(self, buf: bytes) -> bool:
+        """Queue ``buf`` for the next batched write, where that is safe: an open writer in the process that opened
+        it, given plain bytes. Otherwise write out the queue (raising what a write here would raise) and return
+        ``False``: the caller then writes ``buf`` itself."""
         pending = self._pending
         if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
             self._require(writable=True)
             self._flush_pending()  # in a forked child: raises ForkedWriterError
-            self._writer.write(buf, indexed=False)
-            return
+            return False
         if len(buf) > _MAX_LENGTH:
             framing.check_payload_length(len(buf))
         pending.append(buf)
-        if len(pending) >= _QUEUE_RECORDS:
-            self._flush_pending()
+        return True
 
     def _flush_pending(self) -> None:
         """Write the queued records."""
@@ -258,16 +265,24 @@ class MXRecordIO:
             cursor = self._cursor
             size = len(buf)
             if cursor + 8 <= size:
-                magic, lrec = _unpack_part_header(buf, cursor)
-                if magic == _MAGIC and lrec < _FULL_LIMIT:  # a whole record in one part: the common case
-                    after = cursor + 8 + lrec + (-lrec & 3)
-                    if after <= size:
-                        self._cursor = after
-                        return buf[cursor + 8:cursor + 8 + lrec]
+                payload = self._read_one_part(buf, cursor)
+                if payload is not None:
+                    return payload
             elif cursor >= size:
                 return None
             payload, self._cursor = framing.decode_record(buf, cursor, self.uri)
             return payload
+
+    def _read_one_part(self, buf: bytes, pos: int) -> bytes | None:
+        """The record at ``pos`` when it is whole in one part (the common case, read without framing's checks),
+        the cursor moved past it; ``None`` for anything else, which :mod:`mxrec.format.framing` reads or rejects."""
+        magic, lrec = _unpack_part_header(buf, pos)
+        if magic == _MAGIC and lrec < _FULL_LIMIT:
+            after = pos + 8 + lrec + (-lrec & 3)
+            if after <= len(buf):
+                self._cursor = after
+                return buf[pos + 8:pos + 8 + lrec]
+        return None
 
     def tell(self) -> int:
         """The position in the file.
@@ -432,12 +447,9 @@ class MXIndexedRecordIO(MXRecordIO):
             pos = self._offset(idx)
             # The common case inline: an aligned single-part record (what seek() + read() would check and read).
             if pos & 3 == 0 and 0 <= pos <= len(buf) - 8:
-                magic, lrec = _unpack_part_header(buf, pos)
-                if magic == _MAGIC and lrec < _FULL_LIMIT:
-                    after = pos + 8 + lrec + (-lrec & 3)
-                    if after <= len(buf):
-                        self._cursor = after
-                        return buf[pos + 8:pos + 8 + lrec]
+                payload = self._read_one_part(buf, pos)
+                if payload is not None:
+                    return payload
             self.seek(idx)
             return self.read()
 
@@ -482,19 +494,13 @@ class MXIndexedRecordIO(MXRecordIO):
         ModeError
             It was opened for reading.
         """
-        pending = self._pending
-        if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
-            self._require(writable=True)
-            self._flush_pending()  # in a forked child: raises ForkedWriterError
+        if not self._queued(buf):
             key = self.key_type(idx)
             self._idx[key] = self._writer.write(buf, key=key)
             self._keys.append(key)
             return
-        if len(buf) > _MAX_LENGTH:
-            framing.check_payload_length(len(buf))
-        pending.append(buf)
         self._pending_keys.append(self.key_type(idx))
-        if len(pending) >= _QUEUE_RECORDS:
+        if len(self._pending) >= _QUEUE_RECORDS:
             self._flush_pending()
 
     def _flush_pending(self) -> None:
