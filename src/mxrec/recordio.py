@@ -201,10 +201,8 @@ class MXRecordIO:
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for reading.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for reading.
         RecordTooLargeError
             ``buf`` is too large for the RecordIO length field.
         ForkedWriterError
@@ -246,10 +244,8 @@ class MXRecordIO:
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for writing.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for writing.
         RecordFormatError
             The file breaks the RecordIO framing there.
         """
@@ -391,14 +387,12 @@ class MXIndexedRecordIO(MXRecordIO):
         Parameters
         ----------
         idx
-            The record's key.
+            The key of the record that :meth:`read` reads next.
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for writing.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for writing.
         RecordKeyError
             The ``.idx`` has no key ``idx``.
         IndexFileError
@@ -429,12 +423,8 @@ class MXIndexedRecordIO(MXRecordIO):
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for writing.
-        RecordKeyError
-            The ``.idx`` has no key ``idx``.
+        ClosedFileError, ModeError, RecordKeyError, IndexFileError
+            As :meth:`seek`, which finds the record.
         RecordFormatError
             The file breaks the RecordIO framing at the record.
         """
@@ -464,14 +454,12 @@ class MXIndexedRecordIO(MXRecordIO):
         Parameters
         ----------
         buf
-            The record's bytes.
+            The record's bytes (written at once, after the records queued before it).
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for reading.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for reading.
         """
         self._flush_pending()
         self._require(writable=True)
@@ -489,10 +477,8 @@ class MXIndexedRecordIO(MXRecordIO):
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for reading.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for reading.
         """
         if not self._queued(buf):
             key = self.key_type(idx)
