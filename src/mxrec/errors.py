@@ -17,26 +17,75 @@ first, then what was wrong, anything else (a byte ``offset``, a ``line``, a ``ke
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
+import re
+from collections.abc import Callable, Mapping
 from types import ModuleType
+
+
+def document_parameters(obj: type | Callable, descriptions: Mapping[str, str]) -> None:
+    """Complete the numpy ``Parameters`` section of a class's or function's docstring from its signature.
+
+    A family of classes or functions that shares parameters (a subclass that keeps its parent's constructor, the
+    ``seed`` of every transform, the ``src`` of every crop) describes each shared parameter once, in
+    ``descriptions``; each docstring gets the ones it does not describe itself, in the signature's order, at the end
+    of its ``Parameters`` section (a section is made, before ``Returns`` and the rest, where there is none). It lives
+    here because every subpackage may import :mod:`mxrec.errors`. The docs site reads these composed docstrings
+    through ``docs/griffe_runtime_docs.py``.
+
+    Parameters
+    ----------
+    obj
+        The class (a class's constructor parameters, from ``__init_subclass__``) or the function, just made; one
+        without a docstring, or a class with the constructor of ``object`` or ``Exception``, is left alone.
+    descriptions
+        The meaning of each shared parameter name; a parameter not in it is left to the docstring itself
+        (a user's subclass of a transform may have parameters of its own, undocumented).
+    """
+    doc, function = obj.__doc__, obj.__init__ if isinstance(obj, type) else obj
+    if not doc or not inspect.isfunction(function):
+        return
+    names = list(inspect.signature(function).parameters)[1 if isinstance(obj, type) else 0:]
+    missing = [name for name in names
+               if name in descriptions and not re.search(rf"^ *(\w+, )*{name}(, \w+)*( : .*)?$", doc, re.M)]
+    if not missing:
+        return
+    entries = "".join(f"    {name}\n        {descriptions[name]}\n" for name in missing)
+    sections = list(re.finditer(r"^ *(\w+)\n *-+\n", doc, re.M))
+    params = next((m for m in sections if m.group(1) == "Parameters"), None)
+    after = [m for m in sections if params is None or m.start() > params.start()]
+    if params is None:
+        entries = "    Parameters\n    ----------\n" + entries
+    if after:  # before the next section: after the blank line that ends the summary, or the last entry
+        cut = after[0].start() - (1 if params else 0)
+        obj.__doc__ = doc[:cut] + entries + ("" if params else "\n") + doc[cut:]
+    else:
+        obj.__doc__ = doc.rstrip() + ("\n" if params else "\n\n") + entries
+
+
+#: What each constructor parameter of the classes below means, written once (:func:`document_parameters`).
+_PARAMETERS = {
+    "path": "The file or URL (``None`` when the input is not a file: bytes in memory, a manifest built in memory).",
+    "reason": "What was wrong.",
+    "offset": "The byte offset in the file where the fault is.",
+    "line": "The line number, if known.",
+    "key": "The record key concerned (the one asked for, or the one repeated).",
+    "start": "The first byte of the range whose checksum failed, if the fault is in one.",
+    "end": "The end of that byte range.",
+}
 
 
 class MxrecError(Exception):
     """Base class of every error mxrec raises on bad input or misuse."""
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        document_parameters(cls, _PARAMETERS)
+
 
 class RecordFormatError(MxrecError, ValueError):
-    """A ``.rec`` file breaks the RecordIO framing at a given byte offset.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    offset
-        The byte offset in the file where the fault is.
-    """
+    """A ``.rec`` file breaks the RecordIO framing at a given byte offset."""
 
     def __init__(self, path: str | os.PathLike | None, reason: str, *, offset: int) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -47,31 +96,11 @@ class RecordFormatError(MxrecError, ValueError):
 
 
 class TruncatedRecordError(RecordFormatError):
-    """The data ends inside a record (header, payload, padding or a multi-part record).
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    offset
-        The byte offset in the file where the fault is.
-    """
+    """The data ends inside a record (header, payload, padding or a multi-part record)."""
 
 
 class TextFileError(MxrecError, ValueError):
-    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    """
+    """A text file mxrec reads (``.idx``, ``.lst``, CSV) has a bad line: the message names file and line."""
 
     placeholder = "<text>"  # names the file when no path is known
 
@@ -86,19 +115,7 @@ class TextFileError(MxrecError, ValueError):
 
 
 class IndexFileError(TextFileError):
-    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    key
-        The record key concerned, if any.
-    """
+    """An ``.idx`` file is malformed or disagrees with its ``.rec`` file."""
 
     placeholder = "<index>"
 
@@ -109,31 +126,11 @@ class IndexFileError(TextFileError):
 
 
 class DuplicateKeyError(IndexFileError):
-    """The same key appears on more than one line of an ``.idx`` file.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    key
-        The key that is repeated.
-    """
+    """The same key appears on more than one line of an ``.idx`` file."""
 
 
 class RecordKeyError(MxrecError, KeyError):
-    """A key asked for is not in the index.
-
-    Parameters
-    ----------
-    path
-        The ``.rec`` file or URL (``None`` for bytes in memory).
-    key
-        The key asked for.
-    """
+    """A key asked for is not in the index."""
 
     def __init__(self, path: str | os.PathLike | None, *, key: object) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -177,31 +174,13 @@ class ForkedWriterError(MxrecError, RuntimeError):
 
 
 class ListFileError(TextFileError):
-    """A ``.lst`` (or CSV) image list has a malformed line.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    line
-        The line number, if known.
-    """
+    """A ``.lst`` (or CSV) image list has a malformed line."""
 
     placeholder = "<list>"
 
 
 class ManifestError(MxrecError, ValueError):
-    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for a manifest not read from a file).
-    reason
-        What was wrong.
-    """
+    """A shard-set manifest is malformed, or disagrees with the shards it lists: the message names the file."""
 
     def __init__(self, path: str | os.PathLike | None, reason: str) -> None:
         self.path = None if path is None else os.fspath(path)
@@ -210,29 +189,12 @@ class ManifestError(MxrecError, ValueError):
 
 
 class IncompleteSetError(ManifestError):
-    """A set's manifest is the marker of a write in progress or failed: its files are no whole set.
-
-    Parameters
-    ----------
-    path
-        The manifest's file or URL.
-    reason
-        What was wrong.
-    """
+    """A set's manifest is the marker of a write in progress or failed: its files are no whole set."""
 
 
 class ChecksumError(MxrecError, ValueError):
     """Bytes of a ``.rec`` fail their block checksum (the file is damaged), or a checksum table is malformed or
     belongs to another version of the file: the message names the file, the byte range and its records.
-
-    Parameters
-    ----------
-    path
-        The file or URL (``None`` for bytes in memory).
-    reason
-        What was wrong.
-    start, end
-        The byte range whose checksum failed, if the fault is in one.
     """
 
     def __init__(self, path: str | os.PathLike | None, reason: str, *, start: int | None = None,
@@ -297,15 +259,7 @@ class _StorageError(MxrecError, OSError):
 
 
 class RemoteError(_StorageError):
-    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong.
-
-    Parameters
-    ----------
-    path
-        The URL (and byte range).
-    reason
-        What went wrong.
-    """
+    """Reading or writing a remote file failed: the message names the URL (and byte range), and what went wrong."""
 
     @property
     def url(self) -> str:
@@ -316,13 +270,6 @@ class RemoteError(_StorageError):
 class CleanupError(_StorageError):
     """An output was made whole, but files it should have removed (an earlier output's, its staging) remain: the
     message names them.
-
-    Parameters
-    ----------
-    path
-        The output's file or URL.
-    reason
-        Which files remain, and why.
     """
 
 
@@ -344,27 +291,11 @@ def add_note(exc: BaseException, note: str) -> None:
 
 
 class RemoteNotFoundError(RemoteError, FileNotFoundError):
-    """A remote file, bucket or shard does not exist.
-
-    Parameters
-    ----------
-    path
-        The URL.
-    reason
-        What was not found.
-    """
+    """A remote file, bucket or shard does not exist."""
 
 
 class RemoteAccessError(RemoteError, PermissionError):
-    """The remote store refused access (missing or bad credentials, no permission).
-
-    Parameters
-    ----------
-    path
-        The URL.
-    reason
-        What the store answered.
-    """
+    """The remote store refused access (missing or bad credentials, no permission)."""
 
 
 class MissingExtraError(MxrecError, ImportError):

@@ -201,26 +201,31 @@ class MXRecordIO:
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for reading.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for reading.
         RecordTooLargeError
             ``buf`` is too large for the RecordIO length field.
         ForkedWriterError
             The writer is used in another process than the one that opened it.
         """
+        if not self._queued(buf):
+            self._writer.write(buf, indexed=False)
+        elif len(self._pending) >= _QUEUE_RECORDS:
+            self._flush_pending()
+
+    def _queued(self, buf: bytes) -> bool:
+        """Queue ``buf`` for the next batched write, where that is safe: an open writer in the process that opened
+        it, given plain bytes. Otherwise write out the queue (raising what a write here would raise) and return
+        ``False``: the caller then writes ``buf`` itself."""
         pending = self._pending
         if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
             self._require(writable=True)
             self._flush_pending()  # in a forked child: raises ForkedWriterError
-            self._writer.write(buf, indexed=False)
-            return
+            return False
         if len(buf) > _MAX_LENGTH:
             framing.check_payload_length(len(buf))
         pending.append(buf)
-        if len(pending) >= _QUEUE_RECORDS:
-            self._flush_pending()
+        return True
 
     def _flush_pending(self) -> None:
         """Write the queued records."""
@@ -239,10 +244,8 @@ class MXRecordIO:
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for writing.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for writing.
         RecordFormatError
             The file breaks the RecordIO framing there.
         """
@@ -258,16 +261,24 @@ class MXRecordIO:
             cursor = self._cursor
             size = len(buf)
             if cursor + 8 <= size:
-                magic, lrec = _unpack_part_header(buf, cursor)
-                if magic == _MAGIC and lrec < _FULL_LIMIT:  # a whole record in one part: the common case
-                    after = cursor + 8 + lrec + (-lrec & 3)
-                    if after <= size:
-                        self._cursor = after
-                        return buf[cursor + 8:cursor + 8 + lrec]
+                payload = self._read_one_part(buf, cursor)
+                if payload is not None:
+                    return payload
             elif cursor >= size:
                 return None
             payload, self._cursor = framing.decode_record(buf, cursor, self.uri)
             return payload
+
+    def _read_one_part(self, buf: bytes, pos: int) -> bytes | None:
+        """The record at ``pos`` when it is whole in one part (the common case, read without framing's checks),
+        the cursor moved past it; ``None`` for anything else, which :mod:`mxrec.format.framing` reads or rejects."""
+        magic, lrec = _unpack_part_header(buf, pos)
+        if magic == _MAGIC and lrec < _FULL_LIMIT:
+            after = pos + 8 + lrec + (-lrec & 3)
+            if after <= len(buf):
+                self._cursor = after
+                return buf[pos + 8:pos + 8 + lrec]
+        return None
 
     def tell(self) -> int:
         """The position in the file.
@@ -376,14 +387,12 @@ class MXIndexedRecordIO(MXRecordIO):
         Parameters
         ----------
         idx
-            The record's key.
+            The key of the record that :meth:`read` reads next.
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for writing.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for writing.
         RecordKeyError
             The ``.idx`` has no key ``idx``.
         IndexFileError
@@ -414,12 +423,8 @@ class MXIndexedRecordIO(MXRecordIO):
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for writing.
-        RecordKeyError
-            The ``.idx`` has no key ``idx``.
+        ClosedFileError, ModeError, RecordKeyError, IndexFileError
+            As :meth:`seek`, which finds the record.
         RecordFormatError
             The file breaks the RecordIO framing at the record.
         """
@@ -432,12 +437,9 @@ class MXIndexedRecordIO(MXRecordIO):
             pos = self._offset(idx)
             # The common case inline: an aligned single-part record (what seek() + read() would check and read).
             if pos & 3 == 0 and 0 <= pos <= len(buf) - 8:
-                magic, lrec = _unpack_part_header(buf, pos)
-                if magic == _MAGIC and lrec < _FULL_LIMIT:
-                    after = pos + 8 + lrec + (-lrec & 3)
-                    if after <= len(buf):
-                        self._cursor = after
-                        return buf[pos + 8:pos + 8 + lrec]
+                payload = self._read_one_part(buf, pos)
+                if payload is not None:
+                    return payload
             self.seek(idx)
             return self.read()
 
@@ -452,14 +454,12 @@ class MXIndexedRecordIO(MXRecordIO):
         Parameters
         ----------
         buf
-            The record's bytes.
+            The record's bytes (written at once, after the records queued before it).
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for reading.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for reading.
         """
         self._flush_pending()
         self._require(writable=True)
@@ -477,24 +477,16 @@ class MXIndexedRecordIO(MXRecordIO):
 
         Raises
         ------
-        ClosedFileError
-            The file is closed.
-        ModeError
-            It was opened for reading.
+        ClosedFileError, ModeError
+            The file is closed, or was opened for reading.
         """
-        pending = self._pending
-        if pending is None or self._forks != FORK_GENERATION[0] or type(buf) is not bytes:
-            self._require(writable=True)
-            self._flush_pending()  # in a forked child: raises ForkedWriterError
+        if not self._queued(buf):
             key = self.key_type(idx)
             self._idx[key] = self._writer.write(buf, key=key)
             self._keys.append(key)
             return
-        if len(buf) > _MAX_LENGTH:
-            framing.check_payload_length(len(buf))
-        pending.append(buf)
         self._pending_keys.append(self.key_type(idx))
-        if len(pending) >= _QUEUE_RECORDS:
+        if len(self._pending) >= _QUEUE_RECORDS:
             self._flush_pending()
 
     def _flush_pending(self) -> None:

@@ -153,10 +153,8 @@ class Format:
 
         Parameters
         ----------
-        path
-            The file, local or a URL.
-        storage_options
-            For a URL: its storage settings.
+        path, storage_options
+            The file and, for a URL, its storage settings, as for :meth:`count`.
 
         Yields
         ------

@@ -194,7 +194,7 @@ class RequestPolicy:
         Returns
         -------
         RequestPolicy
-            The policy.
+            The policy it describes, or the defaults where it is unset or empty.
 
         Raises
         ------

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mxrec.errors import ParameterError
+from mxrec.errors import ParameterError, document_parameters
 from mxrec.transforms.functional import (
     INTER_CUBIC,
     LUMA_RGB,
@@ -47,15 +47,28 @@ IMAGENET_STD_RGB = (58.395, 57.12, 57.375)
 
 # -- transform objects ---------------------------------------------------------------------
 
-class Transform:
-    """Base class: ``t(img, rng=None)``; random subclasses draw from ``rng`` or from their own stream.
+#: What the constructor parameters the transforms share mean, written once: a transform's docstring describes its
+#: own parameters, and :func:`~mxrec.errors.document_parameters` appends these for the rest.
+_PARAMETERS = {
+    "seed": "Seed of the transform's own random stream, used when it is called without one (``rng``); default: "
+            "fresh entropy.",
+    "interp": "OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.",
+    "interpolation": "OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's automatic or random "
+                     "choice.",
+    "size": "``(width, height)`` of the output (Gluon's classes take an int too: a square).",
+    "ratio": "Range of the crop's aspect ratio (width / height).",
+    "transforms": "The transforms (callables; :class:`Transform` s get the random stream).",
+    "amount": "The jitter strength: ``alpha`` is drawn from ``1 + U(-amount, amount)`` (kept under MXNet's name for "
+              "it, the class's ``amount_name``).",
+}
 
-    Parameters
-    ----------
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+
+class Transform:
+    """Base class: ``t(img, rng=None)``; random subclasses draw from ``rng`` or from their own stream."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        document_parameters(cls, _PARAMETERS)
 
     def __init__(self, seed: int | None = None) -> None:
         self._stream = SampleRandom(entropy() if seed is None else seed)
@@ -71,17 +84,11 @@ class Transform:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
-class SequentialAug(Transform):
-    """Apply ``transforms`` one after the other.
+document_parameters(Transform, _PARAMETERS)  # __init_subclass__ runs for the subclasses only
 
-    Parameters
-    ----------
-    transforms
-        The transforms (callables; :class:`Transform` s get the random stream).
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+
+class SequentialAug(Transform):
+    """Apply ``transforms`` one after the other."""
 
     def __init__(self, transforms: Sequence[Callable], seed: int | None = None) -> None:
         super().__init__(seed)
@@ -89,28 +96,20 @@ class SequentialAug(Transform):
 
     def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
         rng = self._random(rng)
-        for t in self.transforms:
+        for t in self._order(rng):
             img = t(img, rng) if isinstance(t, Transform) else t(img)
         return img
+
+    def _order(self, rng: SampleRandom) -> list[Callable]:
+        return self.transforms
 
 
 class RandomOrderAug(SequentialAug):
-    """Apply ``transforms`` in a random order.
+    """Apply ``transforms`` in a random order."""
 
-    Parameters
-    ----------
-    transforms
-        The transforms (callables; :class:`Transform` s get the random stream).
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
-
-    def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
-        rng = self._random(rng)
-        for t in rng.shuffled(self.transforms):
-            img = t(img, rng) if isinstance(t, Transform) else t(img)
-        return img
+    def _order(self, rng: SampleRandom) -> list[Callable]:
+        # drawn from the same stream the transforms then draw from, as MXNet does
+        return rng.shuffled(self.transforms)
 
 
 class ResizeAug(Transform):
@@ -120,11 +119,6 @@ class ResizeAug(Transform):
     ----------
     size
         The shorter side's new length.
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, size: int, interp: int = INTER_CUBIC, seed: int | None = None) -> None:
@@ -136,18 +130,7 @@ class ResizeAug(Transform):
 
 
 class ForceResizeAug(Transform):
-    """Resize to ``size`` (w, h) whatever the aspect ratio.
-
-    Parameters
-    ----------
-    size
-        ``(width, height)`` of the output.
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """Resize to ``size`` (w, h) whatever the aspect ratio."""
 
     def __init__(self, size: Size, interp: int = INTER_CUBIC, seed: int | None = None) -> None:
         super().__init__(seed)
@@ -173,18 +156,7 @@ class _CropAug(Transform):
 
 
 class RandomCropAug(_CropAug):
-    """A random crop of ``size`` (w, h).
-
-    Parameters
-    ----------
-    size
-        ``(width, height)`` of the crop (scaled down to fit a smaller image, then resized back up).
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """A random crop of ``size`` (w, h), scaled down to fit a smaller image, then resized back up."""
 
     crop_op = staticmethod(random_crop)
 
@@ -194,17 +166,8 @@ class RandomSizedCropAug(Transform):
 
     Parameters
     ----------
-    size
-        ``(width, height)`` of the output.
     area
         Range of the crop's area as a fraction of the image's (a number: from it to 1).
-    ratio
-        Range of the crop's aspect ratio (width / height).
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, size: Size, area: float | tuple[float, float], ratio: tuple[float, float],
@@ -217,18 +180,7 @@ class RandomSizedCropAug(Transform):
 
 
 class CenterCropAug(_CropAug):
-    """The centred crop of ``size`` (w, h).
-
-    Parameters
-    ----------
-    size
-        ``(width, height)`` of the crop (scaled down to fit a smaller image, then resized back up).
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """The centred crop of ``size`` (w, h), scaled down to fit a smaller image, then resized back up."""
 
     crop_op = staticmethod(center_crop)
 
@@ -240,9 +192,6 @@ class HorizontalFlipAug(Transform):
     ----------
     p
         The probability of a flip.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, p: float = 0.5, seed: int | None = None) -> None:
@@ -273,7 +222,7 @@ class CastAug(Transform):
 class _JitterAug(Transform):
     """A jitter of strength ``amount`` (kept as the attribute MXNet names, :attr:`amount_name`).
 
-    Each call draws ``alpha = 1 + U(-amount, amount)`` and returns :meth:`blend` of the image with it.
+    Each call draws ``alpha = 1 + U(-amount, amount)`` and returns :meth:`_blend` of the image with it.
     """
 
     amount_name: str
@@ -284,106 +233,37 @@ class _JitterAug(Transform):
 
     def __call__(self, img: np.ndarray, rng: SampleRandom | None = None) -> np.ndarray:
         amount = getattr(self, self.amount_name)
-        return self.blend(img, 1.0 + self._random(rng).uniform(-amount, amount))
+        return self._blend(img, 1.0 + self._random(rng).uniform(-amount, amount))
 
-    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
+    def _blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         raise NotImplementedError
 
 
 class BrightnessJitterAug(_JitterAug):
-    """Multiply by ``1 + U(-brightness, brightness)``.
-
-    Parameters
-    ----------
-    amount
-        The jitter strength (MXNet's ``brightness``, kept under that name).
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """Multiply by ``1 + U(-brightness, brightness)``."""
 
     amount_name = "brightness"
 
-    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
-        """``img * alpha``.
-
-        Parameters
-        ----------
-        img
-            A float HWC image.
-        alpha
-            The drawn factor, ``1 + U(-amount, amount)``.
-
-        Returns
-        -------
-        numpy.ndarray
-            The jittered image.
-        """
+    def _blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         return img * np.float32(alpha)
 
 
 class ContrastJitterAug(_JitterAug):
-    """Blend with the image's mean luma: ``alpha * img + (1 - alpha) * mean_grey``, ``alpha = 1 + U(-c, c)``.
-
-    Parameters
-    ----------
-    amount
-        The jitter strength (MXNet's ``contrast``, kept under that name).
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """Blend with the image's mean luma: ``alpha * img + (1 - alpha) * mean_grey``, ``alpha = 1 + U(-c, c)``."""
 
     amount_name = "contrast"
 
-    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
-        """``alpha * img + (1 - alpha) * mean_grey`` (the image's mean luma).
-
-        Parameters
-        ----------
-        img
-            A float HWC image.
-        alpha
-            The drawn factor, ``1 + U(-amount, amount)``.
-
-        Returns
-        -------
-        numpy.ndarray
-            The jittered image.
-        """
+    def _blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         mean_grey = float(grey_level(img, LUMA_RGB).mean())
         return img * np.float32(alpha) + np.float32((1.0 - alpha) * mean_grey)
 
 
 class SaturationJitterAug(_JitterAug):
-    """Blend each pixel with its luma: ``alpha * img + (1 - alpha) * grey``, ``alpha = 1 + U(-s, s)``.
-
-    Parameters
-    ----------
-    amount
-        The jitter strength (MXNet's ``saturation``, kept under that name).
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
-    """
+    """Blend each pixel with its luma: ``alpha * img + (1 - alpha) * grey``, ``alpha = 1 + U(-s, s)``."""
 
     amount_name = "saturation"
 
-    def blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
-        """``alpha * img + (1 - alpha) * grey`` (each pixel's luma).
-
-        Parameters
-        ----------
-        img
-            A float HWC image.
-        alpha
-            The drawn factor, ``1 + U(-amount, amount)``.
-
-        Returns
-        -------
-        numpy.ndarray
-            The jittered image.
-        """
+    def _blend(self, img: np.ndarray, alpha: float) -> np.ndarray:
         grey = grey_level(img, LUMA_RGB)[..., None]
         return img * np.float32(alpha) + grey * np.float32(1.0 - alpha)
 
@@ -395,9 +275,6 @@ class HueJitterAug(Transform):
     ----------
     hue
         The largest rotation.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, hue: float, seed: int | None = None) -> None:
@@ -423,9 +300,6 @@ class ColorJitterAug(RandomOrderAug):
         Contrast jitter strength (0: off).
     saturation
         Saturation jitter strength (0: off).
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, brightness: float, contrast: float, saturation: float, seed: int | None = None) -> None:
@@ -441,9 +315,6 @@ class LightingAug(Transform):
     ----------
     alphastd
         Standard deviation of the noise per principal component.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, alphastd: float, seed: int | None = None) -> None:
@@ -462,9 +333,6 @@ class RandomGrayAug(Transform):
     ----------
     p
         The probability of greying.
-    seed
-        Seed of the transform's own random stream, used when it is called without one (``rng``); default: fresh
-        entropy.
     """
 
     def __init__(self, p: float, seed: int | None = None) -> None:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 
 import numpy as np
 
-from mxrec.errors import ParameterError
+from mxrec.errors import ParameterError, document_parameters
 from mxrec.image.codec import opencv
 from mxrec.transforms.rng import SampleRandom
 
@@ -328,18 +329,12 @@ def fixed_crop(src: np.ndarray, x0: int, y0: int, width: int, height: int, size:
 
     Parameters
     ----------
-    src
-        The HWC image.
     x0, y0
         The region's top-left corner.
     width, height
         The region's size.
     size
         ``(width, height)`` to resize it to (``None``: as it is).
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    rng
-        The random stream, for a random ``interp``.
 
     Returns
     -------
@@ -357,56 +352,37 @@ def center_crop(src: np.ndarray, size: Size, interp: int = INTER_CUBIC,
                 rng: SampleRandom | None = None) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """The centred crop of ``size`` (w, h) (scaled down to fit, then resized back up).
 
-    Parameters
-    ----------
-    src
-        The HWC image.
-    size
-        ``(width, height)`` of the crop.
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    rng
-        The random stream, for a random ``interp``.
-
     Returns
     -------
-    numpy.ndarray
-        The crop.
-    tuple of int
-        ``(x, y, w, h)``: the region of ``src`` it was cut from.
+    tuple of (numpy.ndarray, tuple of int)
+        ``(crop, (x, y, w, h))``: the centred crop, and the region of ``src`` it was cut from.
     """
-    height, width = src.shape[:2]
-    new_w, new_h = scale_down((width, height), size)
-    x0, y0 = centre_offsets(height, width, new_h, new_w)
-    return fixed_crop(src, x0, y0, new_w, new_h, size, interp, rng), (x0, y0, new_w, new_h)
+    return _scaled_crop(src, size, interp, rng, centre_offsets)
 
 
 def random_crop(src: np.ndarray, size: Size, interp: int = INTER_CUBIC,
                 rng: SampleRandom | None = None) -> tuple[np.ndarray, tuple[int, int, int, int]]:
     """A crop of ``size`` (w, h) at a random place (scaled down to fit, then resized back up).
 
-    Parameters
-    ----------
-    src
-        The HWC image.
-    size
-        ``(width, height)`` of the crop.
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    rng
-        The random stream (for the crop's place and a random ``interp``; default: fresh entropy).
+    The place is drawn from ``rng``, x before y (MXNet's order, which seeded results depend on).
 
     Returns
     -------
-    numpy.ndarray
-        The crop.
-    tuple of int
-        ``(x, y, w, h)``: the region of ``src`` it was cut from.
+    tuple of (numpy.ndarray, tuple of int)
+        ``(crop, (x, y, w, h))``: the random crop, and the region of ``src`` it was cut from.
     """
     rng = rng if rng is not None else SampleRandom(entropy())
+    return _scaled_crop(src, size, interp, rng, lambda height, width, new_h, new_w: (
+        rng.integers(0, width - new_w), rng.integers(0, height - new_h)))  # x first, as MXNet draws them
+
+
+def _scaled_crop(src: np.ndarray, size: Size, interp: int, rng: SampleRandom | None,
+                 place: Callable[[int, int, int, int], tuple[int, int]],
+                 ) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """The crop of ``size`` scaled down to fit ``src``, at ``place(height, width, crop_h, crop_w)``, resized back."""
     height, width = src.shape[:2]
     new_w, new_h = scale_down((width, height), size)
-    x0, y0 = rng.integers(0, width - new_w), rng.integers(0, height - new_h)
+    x0, y0 = place(height, width, new_h, new_w)
     return fixed_crop(src, x0, y0, new_w, new_h, size, interp, rng), (x0, y0, new_w, new_h)
 
 
@@ -419,25 +395,17 @@ def random_size_crop(src: np.ndarray, size: Size, area: float | tuple[float, flo
 
     Parameters
     ----------
-    src
-        The HWC image.
     size
         ``(width, height)`` of the output.
     area
         Range of the crop's area as a fraction of the image's (a number: from it to 1).
     ratio
         Range of the crop's aspect ratio (width / height).
-    interp
-        OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.
-    rng
-        The random stream (for the crop's place and a random ``interp``; default: fresh entropy).
 
     Returns
     -------
-    numpy.ndarray
-        The crop.
-    tuple of int
-        ``(x, y, w, h)``: the region of ``src`` it was cut from.
+    tuple of (numpy.ndarray, tuple of int)
+        ``(crop, (x, y, w, h))``: the crop, and the region of ``src`` it was cut from.
     """
     rng = rng if rng is not None else SampleRandom(entropy())
     height, width = src.shape[:2]
@@ -452,3 +420,15 @@ def random_size_crop(src: np.ndarray, size: Size, area: float | tuple[float, flo
 def entropy() -> int:
     """64 fresh random bits: the seed of a random stream nobody asked to be reproducible."""
     return int.from_bytes(os.urandom(8), "little")
+
+
+#: The crops' shared parameters, described once (:func:`~mxrec.errors.document_parameters` writes them in).
+_CROP_PARAMETERS = {
+    "src": "The HWC image.",
+    "size": "``(width, height)`` of the crop.",
+    "interp": "OpenCV's interpolation code (0-4), or 9/10 for MXNet's automatic or random choice.",
+    "rng": "The random stream: for a random ``interp`` and, in the random crops, the crop's place (these draw fresh "
+           "entropy when it is ``None``).",
+}
+for _crop in (fixed_crop, center_crop, random_crop, random_size_crop):
+    document_parameters(_crop, _CROP_PARAMETERS)

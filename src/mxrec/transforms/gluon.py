@@ -20,17 +20,7 @@ from mxrec.transforms.rng import SampleRandom
 
 
 class Compose(SequentialAug):
-    """Gluon's ``Compose``: apply ``transforms`` in order.
-
-    Parameters
-    ----------
-    transforms
-        The transforms; each random one draws from the stream the composition
-        is called with.
-    seed
-        Seed of the transform's own random stream, used when it is called
-        without one (``rng``); default: fresh entropy.
-    """
+    """Gluon's ``Compose``: apply ``transforms`` in order."""
 
 
 class RandomResizedCrop(RandomSizedCropAug):
@@ -38,18 +28,8 @@ class RandomResizedCrop(RandomSizedCropAug):
 
     Parameters
     ----------
-    size
-        Output size: an int (square) or ``(width, height)``.
     scale
         Range of the crop's area, as a fraction of the image's.
-    ratio
-        Range of the crop's aspect ratio (width / height).
-    interpolation
-        OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's
-        automatic/random choice.
-    seed
-        Seed of the transform's own random stream, used when it is called
-        without one (``rng``); default: fresh entropy.
     """
 
     def __init__(self, size: int | Size, scale: tuple[float, float] = (0.08, 1.0),
@@ -59,30 +39,14 @@ class RandomResizedCrop(RandomSizedCropAug):
 
 
 class RandomFlipLeftRight(HorizontalFlipAug):
-    """Gluon's ``RandomFlipLeftRight``: flip left-right with probability 1/2.
-
-    Parameters
-    ----------
-    seed
-        Seed of the transform's own random stream, used when it is called
-        without one (``rng``); default: fresh entropy.
-    """
+    """Gluon's ``RandomFlipLeftRight``: flip left-right with probability 1/2."""
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(0.5, seed)
 
 
 class CenterCrop(CenterCropAug):
-    """Gluon's ``CenterCrop``: the centre ``size`` of the image (scaled down to fit a smaller image, then resized).
-
-    Parameters
-    ----------
-    size
-        Output size: an int (square) or ``(width, height)``.
-    interpolation
-        OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's
-        automatic/random choice.
-    """
+    """Gluon's ``CenterCrop``: the centre ``size`` of the image (scaled down to fit a smaller image, then resized)."""
 
     def __init__(self, size: int | Size, interpolation: int = INTER_LINEAR) -> None:
         super().__init__(size_pair(size), interpolation)
@@ -93,14 +57,9 @@ class Resize(Transform):
 
     Parameters
     ----------
-    size
-        Output size: an int (square) or ``(width, height)``.
     keep_ratio
         With an int ``size``: resize the shorter side to ``size``, keeping the
         aspect ratio.
-    interpolation
-        OpenCV's interpolation code (``0``-``4``), or ``9``/``10`` for MXNet's
-        automatic/random choice.
     """
 
     def __init__(self, size: int | Size, keep_ratio: bool = False, interpolation: int = INTER_LINEAR) -> None:
