@@ -25,7 +25,6 @@ import mxrec.errors
 # being written; emptied when their docstrings land
 PENDING = {
     "mxrec.datasets",
-    "mxrec.io",
     "mxrec.ray",
     "mxrec.torch",
     "mxrec.train",
