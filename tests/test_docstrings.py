@@ -24,7 +24,6 @@ import mxrec.errors
 
 # being written; emptied when their docstrings land
 PENDING = {
-    "mxrec.datasets",
     "mxrec.ray",
     "mxrec.torch",
     "mxrec.train",
