@@ -130,7 +130,7 @@ class Records(ABC):
         Parameters
         ----------
         positions
-            Record positions, ``0 <= p < len(self)``, in any order, repeats allowed.
+            Record positions, in any order (a position may repeat).
 
         Returns
         -------
@@ -145,7 +145,7 @@ class Records(ABC):
         Parameters
         ----------
         position
-            Which record, ``0 <= position < len(self)``.
+            Which record (positions run from 0).
 
         Returns
         -------
