@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import builtins
 import importlib
-import importlib.util
 import inspect
 import pkgutil
 
@@ -22,12 +21,6 @@ from numpydoc.validate import validate
 import mxrec
 import mxrec.errors
 
-# being written; emptied when their docstrings land
-PENDING = {
-    "mxrec.datasets",
-    "mxrec.io",
-    "mxrec.train",
-}
 CHECKED = {
     "GL08": "no docstring",
     "PR01": "a parameter is not documented",
@@ -36,14 +29,10 @@ CHECKED = {
 }
 
 
-def pending(module_name: str) -> bool:
-    return any(module_name == name or module_name.startswith(name + ".") for name in PENDING)
-
-
 def public_modules() -> list:
-    """``mxrec`` and its top-level modules and subpackages that are not pending (``__main__`` runs the CLI)."""
+    """``mxrec`` and its top-level modules and subpackages (``__main__`` runs the CLI)."""
     names = [m.name for m in pkgutil.iter_modules(mxrec.__path__) if m.name != "__main__"]
-    return [mxrec] + [importlib.import_module(f"mxrec.{name}") for name in names if not pending(f"mxrec.{name}")]
+    return [mxrec] + [importlib.import_module(f"mxrec.{name}") for name in names]
 
 
 def public_objects() -> dict[str, object]:
@@ -53,7 +42,7 @@ def public_objects() -> dict[str, object]:
     for module in public_modules():
         for name in getattr(module, "__all__", []):
             obj = getattr(module, name)
-            if not (inspect.isfunction(obj) or inspect.isclass(obj)) or pending(obj.__module__) or id(obj) in seen:
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)) or id(obj) in seen:
                 continue  # modules and constants have no signature to match
             seen.add(id(obj))
             path = f"{obj.__module__}.{obj.__qualname__}"
@@ -114,9 +103,3 @@ def test_the_public_api_has_numpy_docstrings_matching_the_signatures():
         failures += [f"{path}: {fault}" for fault in fields]
         failures += [f"{path}: RAISES {name!r} is not an exception class" for name in unknown_raises(path, obj)]
     assert not failures, f"{len(failures)} docstring faults:\n" + "\n".join(failures)
-
-
-def test_pending_subpackages_exist():
-    """A name in PENDING that is not a subpackage (renamed, a typo) would silently skip nothing."""
-    for name in PENDING:
-        assert importlib.util.find_spec(name) is not None, name

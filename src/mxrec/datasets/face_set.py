@@ -34,6 +34,17 @@ class FaceSet:
     identity record whose range holds it. In a consistent set that is each
     face record's own label too (``mxrec verify`` checks it), which is what
     the iterators hand out, as InsightFace's loaders do.
+
+    Parameters
+    ----------
+    layout
+        How the set's records are laid out.
+    positions
+        ``int64``: the reader position of each face.
+    labels
+        ``int64``: the identity of each face.
+    ranges
+        ``(identities, 2)`` ``int64``: the ``[start, end)`` face keys of each identity.
     """
 
     layout: FaceLayout

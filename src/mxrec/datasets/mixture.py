@@ -201,7 +201,26 @@ def _label_extent(source: Records, faces: FaceSet | None) -> int:
 
 
 class Mixture(Records):
-    """Datasets mixed in chosen proportions, read as one (see the module docstring); made by :func:`mix`."""
+    """Datasets mixed in chosen proportions, read as one (see the module docstring); made by :func:`mix`.
+
+    Each method of the :class:`~mxrec.io.records.Records` contract takes and returns what the contract's does;
+    their docstrings say what the mixture adds.
+
+    Parameters
+    ----------
+    sources
+        The datasets mixed; positions run across them in this order.
+    names
+        What messages call each source.
+    weights
+        Each source's share of an epoch, relative to the others'.
+    samples_per_epoch
+        Records an epoch reads, over all sources.
+    label_offsets
+        Added to the class label of each source's records.
+    seed
+        What the mixture's draws are made from, with each epoch's seed.
+    """
 
     def __init__(self, sources: Sequence[Records], names: Sequence[str], weights: Sequence[float],
                  samples_per_epoch: int, label_offsets: Sequence[int], seed: int) -> None:
@@ -229,8 +248,23 @@ class Mixture(Records):
         return number, position - int(self.starts[number])
 
     def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
-        """The records at ``positions``, from their sources (one fetch per source), class labels moved by the
-        source's label offset."""
+        """The records at ``positions``, from their sources (one fetch per source).
+
+        Parameters
+        ----------
+        positions
+            Positions in the mixture.
+
+        Returns
+        -------
+        list of bytes or memoryview
+            The payloads, class labels moved by their source's label offset.
+
+        Raises
+        ------
+        HeaderError
+            A class label cannot be moved (the message names the record).
+        """
         return gather(self.starts, positions, self._fetch_source, self.path)
 
     def _fetch_source(self, number: int, local: np.ndarray) -> list[bytes | memoryview]:
@@ -250,9 +284,33 @@ class Mixture(Records):
             raise
 
     def view(self, position: int) -> memoryview:
+        """The record at ``position``, its label moved (a copy: see :meth:`fetch`).
+
+        Parameters
+        ----------
+        position
+            Which record of the mixture.
+
+        Returns
+        -------
+        memoryview
+            Its payload.
+        """
         return memoryview(self.fetch([position])[0])
 
     def header(self, position: int) -> IRHeader:
+        """The header of the record at ``position``, from its source, the class label moved by the offset.
+
+        Parameters
+        ----------
+        position
+            A position in the mixture (negative: from the end).
+
+        Returns
+        -------
+        IRHeader
+            Its header.
+        """
         number, local = self._locate(position if position >= 0 else position + len(self))
         header = self.sources[number].header(local)
         offset = self.label_offsets[number]
@@ -272,7 +330,23 @@ class Mixture(Records):
         return self._keys
 
     def position(self, key: object) -> int:
-        """The position of ``(source number, key)``."""
+        """The position of a source's record.
+
+        Parameters
+        ----------
+        key
+            ``(source number, key in that source)``.
+
+        Returns
+        -------
+        int
+            Its position in the mixture.
+
+        Raises
+        ------
+        RecordKeyError
+            ``key`` is not such a pair, or the source has no such key.
+        """
         try:
             number, inner = key  # type: ignore[misc]
             return int(self.starts[number]) + self.sources[number].position(inner)
@@ -280,11 +354,24 @@ class Mixture(Records):
             raise RecordKeyError(self.path, key=key) from None
 
     def describe(self, position: int) -> str:
+        """Where a record is, for messages: as its source describes it.
+
+        Parameters
+        ----------
+        position
+            A position in the mixture.
+
+        Returns
+        -------
+        str
+            ``file: record key`` of the source's record.
+        """
         number, local = self._locate(position)
         return self.sources[number].describe(local)
 
     @property
     def nbytes(self) -> int:
+        """Bytes of every source's ``.rec`` file(s)."""
         return sum(source.nbytes for source in self.sources)
 
     def __iter__(self) -> Iterator[bytes]:
@@ -295,8 +382,32 @@ class Mixture(Records):
 
     def epoch_order(self, *, shuffle: bool, seed: int = 0, shuffle_block: int | None = None,
                     shuffle_window: int = DEFAULT_SHUFFLE_WINDOW, chunk_megabytes: float = 0) -> MixtureOrder:
-        """The mixture's epochs (:class:`MixtureOrder`): each source's passes ordered as that source alone orders
-        them (the block arguments apply to every source), interleaved by share."""
+        """The mixture's epochs: each source's passes ordered as that source alone orders them, interleaved by share.
+
+        Parameters
+        ----------
+        shuffle
+            Shuffle each source and the interleaving's offsets (else file order, evenly interleaved).
+        seed
+            Drawn from with the mixture's own seed and each source's number.
+        shuffle_block
+            Records per block of every source's block shuffle (as in
+            :meth:`Records.epoch_order <mxrec.io.records.Records.epoch_order>`).
+        shuffle_window
+            Blocks of a source mixed at a time.
+        chunk_megabytes
+            MXNet's ``shuffle_chunk_size``, for every source.
+
+        Returns
+        -------
+        MixtureOrder
+            The order.
+
+        Raises
+        ------
+        MixtureError
+            A source is itself a mixture.
+        """
         orders = []
         for number, (source, share) in enumerate(zip(self.sources, self.shares, strict=True)):
             own = source.epoch_order(shuffle=shuffle, seed=stream_key(MIX_STREAM, self.seed, seed, number),
@@ -310,21 +421,44 @@ class Mixture(Records):
                             stream_key(MIX_STREAM, self.seed, seed), shuffle)
 
     def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
-        """Each source gets its own part of the plan (a plan without parts: the same for every source)."""
+        """Get every source ready for its part of an epoch's reads.
+
+        Parameters
+        ----------
+        plan
+            The reads; each source follows its own part (a plan without parts: the same for every source).
+        origin
+            Unused: each source's part is in that source's numbering.
+        """
         for number, source in enumerate(self.sources):
             source.follow(plan.parts[number] if plan.parts else plan)
 
     def io_stats(self) -> IOStats:
+        """Requests, bytes and block-cache lookups made so far by the sources.
+
+        Returns
+        -------
+        IOStats
+            Their sum.
+        """
         return sum((source.io_stats() for source in self.sources), IOStats())
 
     def close(self) -> None:
+        """Close every source."""
         for source in self.sources:
             source.close()
 
     # -- what it is ----------------------------------------------------------------
 
     def describe_sources(self) -> list[dict[str, Any]]:
-        """Per source: its name, records, weight, share per epoch, passes per epoch and label offset."""
+        """What each source contributes.
+
+        Returns
+        -------
+        list of dict
+            Per source: ``path`` (its name), ``records``, ``weight``, ``share`` (records per epoch), ``passes``
+            (per epoch) and ``label_offset``.
+        """
         out = []
         for name, source, weight, share, offset in zip(self.names, self.sources, self.weights, self.shares,
                                                        self.label_offsets, strict=True):
@@ -333,7 +467,13 @@ class Mixture(Records):
         return out
 
     def format_text(self) -> str:
-        """The mixture in a few lines: each source's records, weight, share and what that means over epochs."""
+        """The mixture in a few lines, for people.
+
+        Returns
+        -------
+        str
+            Each source's records, weight, share and what that means over epochs.
+        """
         lines = [f"mixture of {len(self.sources)} sources, {self.samples_per_epoch} samples per epoch"]
         for row in self.describe_sources():
             lines.append(f"  {row['path']}: {row['records']} records, weight {row['weight']:g}, {row['share']} "

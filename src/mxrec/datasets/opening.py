@@ -104,7 +104,7 @@ def open_dataset(spec: DatasetSpec, index: str | os.PathLike | bool | None = Non
         Settings given with a dataset already opened (it keeps those it was opened with).
     ManifestError
         A shard is missing or differs from the manifest.
-    MixtureError
+    mxrec.datasets.mixture.MixtureError
         A mixture file that cannot be used.
     """
     cache = cache_dir if isinstance(cache_dir, BlockCache) else None

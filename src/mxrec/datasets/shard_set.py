@@ -271,7 +271,36 @@ def open_files(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str
 
 
 class ShardSetReader(Records):
-    """Several ``.rec`` files read as one dataset, positions running across them in order (see the module docstring)."""
+    """Several ``.rec`` files read as one dataset, positions running across them in order (see the module docstring).
+
+    Made by :func:`open_files`, whose parameters of the same names these are. Each method of the
+    :class:`~mxrec.io.records.Records` contract takes and returns what the contract's does; their docstrings say
+    what the set adds.
+
+    Parameters
+    ----------
+    shards
+        The shards, in position order.
+    manifest
+        The manifest they are listed in (what messages name), or ``None``.
+    index
+        ``None``, ``True`` or ``False``: whether each shard's ``.idx`` is read.
+    key_type
+        What each shard's ``.idx`` keys convert to.
+    duplicates
+        What a shard does with a repeated key (``"error"`` also refuses a key in two shards).
+    strict
+        ``False``: a shard's damaged framing is stepped over.
+    storage_options
+        The storage settings every shard is read with.
+    cache_dir
+        The block cache the shards share, or ``None``.
+
+    Raises
+    ------
+    ManifestError
+        No shards, or a local shard's size differs from the manifest.
+    """
 
     def __init__(self, shards: Sequence[Shard], *, manifest: str | None = None, index: bool | None = None,
                  key_type: KeyType = int, duplicates: Literal["error", "last"] = "error", strict: bool = True,
@@ -338,7 +367,23 @@ class ShardSetReader(Records):
                                                f"{shard.rec_bytes} (an unfinished or replaced shard)")
 
     def shard(self, number: int) -> Records:
-        """The reader of shard ``number``, opened (and checked against the manifest) on first use."""
+        """The reader of one shard, opened (and checked against the manifest) on first use.
+
+        Parameters
+        ----------
+        number
+            The shard's number in the set.
+
+        Returns
+        -------
+        Records
+            Its reader.
+
+        Raises
+        ------
+        ManifestError
+            The shard is missing, or holds another number of records than the manifest says.
+        """
         reader = self._readers[number]
         if reader is None:
             shard = self.shards[number]
@@ -379,7 +424,23 @@ class ShardSetReader(Records):
                                                    f"{shard.rec_bytes} (an unfinished or replaced shard)")
 
     def locate(self, position: int) -> tuple[int, int]:
-        """``(shard number, position in that shard)`` of dataset position ``position``."""
+        """Which shard holds a record.
+
+        Parameters
+        ----------
+        position
+            A set position; a negative one counts from the end.
+
+        Returns
+        -------
+        tuple of (int, int)
+            ``(shard number, position in that shard)``.
+
+        Raises
+        ------
+        RecordPositionError
+            ``position`` is out of range.
+        """
         total = int(self.starts[-1])
         if position < 0:
             position += total
@@ -394,17 +455,52 @@ class ShardSetReader(Records):
         return int(self.starts[-1])
 
     def __getitem__(self, position: int) -> bytes:
+        """The record at ``position``, read from its shard (also :meth:`read`).
+
+        Parameters
+        ----------
+        position
+            Which record of the set.
+
+        Returns
+        -------
+        bytes
+            A copy of its payload.
+        """
         number, local = self.locate(position)
         return self.shard(number)[local]
 
     read = __getitem__
 
     def view(self, position: int) -> memoryview:
+        """The record at ``position``, viewed in its shard.
+
+        Parameters
+        ----------
+        position
+            Where the record is in the set.
+
+        Returns
+        -------
+        memoryview
+            Its payload, as the shard's reader gives it.
+        """
         number, local = self.locate(position)
         return self.shard(number).view(local)
 
     def fetch(self, positions: Sequence[int] | np.ndarray) -> list[bytes | memoryview]:
-        """The records at ``positions``, in that order (one fetch per shard: coalesced when remote)."""
+        """The records at ``positions``, in that order (one fetch per shard: coalesced when remote).
+
+        Parameters
+        ----------
+        positions
+            Positions in the set.
+
+        Returns
+        -------
+        list of bytes or memoryview
+            One payload per position, as the shards' readers give them.
+        """
         return gather(self.starts, positions, lambda number, local: self.shard(number).fetch(local), self.path)
 
     def __iter__(self) -> Iterator[bytes]:
@@ -419,7 +515,25 @@ class ShardSetReader(Records):
         return self._keys
 
     def position(self, key: object) -> int:
-        """Position of the record with ``key``; keys must not repeat across shards."""
+        """Position of the record with ``key`` (opens every shard the first time).
+
+        Parameters
+        ----------
+        key
+            A key of one shard's ``.idx``.
+
+        Returns
+        -------
+        int
+            Its position in the set.
+
+        Raises
+        ------
+        DuplicateKeyError
+            The key is in two shards (with ``duplicates="error"``).
+        RecordKeyError
+            No shard has the key.
+        """
         if self._positions is None:
             positions: dict = {}
             for number in range(len(self.shards)):
@@ -437,6 +551,18 @@ class ShardSetReader(Records):
             raise RecordKeyError(self.path, key=key) from None
 
     def header(self, position: int) -> IRHeader:
+        """The header of the record at ``position``, read from its shard.
+
+        Parameters
+        ----------
+        position
+            The set position of the record.
+
+        Returns
+        -------
+        IRHeader
+            Its header.
+        """
         number, local = self.locate(position)
         return self.shard(number).header(local)
 
@@ -448,24 +574,57 @@ class ShardSetReader(Records):
         return sum(self.shard(n).nbytes for n in range(len(self.shards)))
 
     def describe(self, position: int) -> str:
+        """Where a record is, for messages: as its shard's reader describes it.
+
+        Parameters
+        ----------
+        position
+            A position in the set.
+
+        Returns
+        -------
+        str
+            ``shard file: record key``.
+        """
         number, local = self.locate(position)
         return self.shard(number).describe(local)
 
     def io_stats(self) -> IOStats:
-        """The opened shards' requests and bytes; the block cache they share counted once."""
+        """The opened shards' requests and bytes.
+
+        Returns
+        -------
+        IOStats
+            Their sum, the block cache they share counted once.
+        """
         total = sum((reader.io_stats() for reader in self._readers if reader is not None), IOStats())
         if self.cache_dir is not None:
             total = replace(total, cache_hits=self.cache_dir.hits, cache_misses=self.cache_dir.misses)
         return total
 
     def default_shuffle_block(self) -> int:
-        """A global shuffle for local shards; blocks of :func:`~mxrec.io.records.blocks_of` when any shard is
-        remote."""
+        """Records per shuffle block when none is given.
+
+        Returns
+        -------
+        int
+            ``0`` (a global shuffle) for local shards; blocks of :func:`~mxrec.io.records.blocks_of` when any
+            shard is remote.
+        """
         return blocks_of(len(self), self.nbytes) if self._remote else 0
 
     def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
-        """One in-memory window of shuffle blocks shared by every remote shard (those opened later too), in the
-        set's numbering of positions; a global shuffle of remote shards warns what it costs."""
+        """Get ready for an epoch's reads: one in-memory window of shuffle blocks shared by every remote shard.
+
+        Shards opened later join it too. A global shuffle of remote shards warns what it costs.
+
+        Parameters
+        ----------
+        plan
+            The reads, in the set's numbering of positions.
+        origin
+            The number, in the order's numbering, of the set's position 0.
+        """
         if not self._remote or not len(self) or (plan, origin) == self._followed:
             return
         self._followed = (plan, origin)
@@ -500,6 +659,7 @@ class ShardSetReader(Records):
             reader.share_window(self._window, self._window_origin + int(self.starts[number]))
 
     def close(self) -> None:
+        """Close every shard opened so far."""
         for reader in self._readers:
             if reader is not None:
                 reader.close()

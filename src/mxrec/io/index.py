@@ -60,12 +60,33 @@ def resolve_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | Non
 
 def read_index(path: str | os.PathLike, key_type: KeyType = int, allow_duplicates: bool = True,
                storage_options: StorageOptions = None) -> Index:
-    """Read and parse an ``.idx`` file; raises :class:`~mxrec.errors.IndexFileError` naming the bad line.
+    """Read and parse an ``.idx`` file.
 
     Local integer-keyed files are parsed a chunk at a time on a few threads,
     into compact arrays (:class:`~mxrec.format.idx.IntKeys`): the text is never
     held whole, and no Python object is made per key. A remote ``.idx`` is read
     whole, in one request.
+
+    Parameters
+    ----------
+    path
+        The ``.idx``: a local path or a URL.
+    key_type
+        Converts each key's text (MXNet's ``key_type``).
+    allow_duplicates
+        Accept a key listed twice (else :class:`~mxrec.errors.DuplicateKeyError`).
+    storage_options
+        For a URL: fsspec options (credentials, endpoint).
+
+    Returns
+    -------
+    Index
+        The keys and offsets, in file order.
+
+    Raises
+    ------
+    IndexFileError
+        A line does not parse (the message names it).
     """
     path = os.fspath(path)
     index = _read_int_index(local_path(path)) if key_type is int and not is_url(path) else None
@@ -141,7 +162,19 @@ def try_read_index(path: str | os.PathLike, key_type: KeyType = int,
 
 def write_index(path: str | os.PathLike, keys: Iterable[object], offsets: Iterable[int],
                 storage_options: StorageOptions = None) -> None:
-    """Write an ``.idx`` file atomically (see :mod:`mxrec.storage.atomic`), a block of lines at a time."""
+    """Write an ``.idx`` file atomically (see :mod:`mxrec.storage.atomic`), a block of lines at a time.
+
+    Parameters
+    ----------
+    path
+        The ``.idx`` to write: a local path or a URL.
+    keys
+        One key per record, in position order.
+    offsets
+        The byte offset in the ``.rec`` of each record, paired with ``keys``.
+    storage_options
+        For a URL: fsspec options (credentials, endpoint).
+    """
     key_blocks = (keys[i:i + _FORMAT_BLOCK] for i in range(0, len(keys), _FORMAT_BLOCK)) if isinstance(
         keys, (IntKeys, list, range)) else _blocks(iter(keys))
     offset_blocks = (offsets[i:i + _FORMAT_BLOCK] for i in range(0, len(offsets), _FORMAT_BLOCK)) if isinstance(

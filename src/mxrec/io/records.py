@@ -126,15 +126,52 @@ class Records(ABC):
 
         Local files give views into their mapping (valid while the reader is
         open), remote ones bytes fetched with coalesced ranged reads.
+
+        Parameters
+        ----------
+        positions
+            Record positions, in any order (a position may repeat).
+
+        Returns
+        -------
+        list of bytes or memoryview
+            One payload per position.
         """
 
     @abstractmethod
     def view(self, position: int) -> memoryview:
-        """The record at ``position``, without a copy where the storage allows it."""
+        """The record at ``position``, without a copy where the storage allows it.
+
+        Parameters
+        ----------
+        position
+            Which record (positions run from 0).
+
+        Returns
+        -------
+        memoryview
+            Its payload.
+        """
 
     @abstractmethod
     def position(self, key: object) -> int:
-        """The position of the record stored under ``key``; :class:`~mxrec.errors.RecordKeyError` if none is."""
+        """The position of the record stored under ``key``.
+
+        Parameters
+        ----------
+        key
+            A key of the ``.idx`` (of ``key_type``).
+
+        Returns
+        -------
+        int
+            Its position.
+
+        Raises
+        ------
+        RecordKeyError
+            No record is stored under ``key``.
+        """
 
     @property
     @abstractmethod
@@ -152,11 +189,33 @@ class Records(ABC):
         return bytes(self.fetch([position])[0])
 
     def read(self, position: int) -> bytes:
-        """The record at ``position`` (as ``reader[position]``)."""
+        """The record at ``position`` (as ``reader[position]``).
+
+        Parameters
+        ----------
+        position
+            Which record, as for :meth:`view`.
+
+        Returns
+        -------
+        bytes
+            A copy of its payload.
+        """
         return self[position]
 
     def read_batch(self, positions: Sequence[int] | np.ndarray) -> list[bytes]:
-        """The records at ``positions``, in that order, as ``bytes``."""
+        """The records at ``positions``, in that order, as ``bytes`` (:meth:`fetch`, copied).
+
+        Parameters
+        ----------
+        positions
+            Record positions.
+
+        Returns
+        -------
+        list of bytes
+            One payload per position.
+        """
         return [p if isinstance(p, bytes) else bytes(p) for p in self.fetch(positions)]
 
     def __iter__(self) -> Iterator[bytes]:
@@ -165,7 +224,23 @@ class Records(ABC):
             yield from self.read_batch(range(first, min(len(self), first + _BATCH)))
 
     def header(self, position: int) -> IRHeader:
-        """The ``IRHeader`` of the record at ``position`` (copies only the header bytes)."""
+        """The ``IRHeader`` of the record at ``position`` (copies only the header bytes).
+
+        Parameters
+        ----------
+        position
+            The record whose header is read.
+
+        Returns
+        -------
+        IRHeader
+            Its header.
+
+        Raises
+        ------
+        HeaderError
+            The record is too short for its header (the message names it).
+        """
         view = self.view(position)
         try:
             flag = int.from_bytes(view[:4], "little") if len(view) >= 4 else 0
@@ -176,11 +251,33 @@ class Records(ABC):
             view.release()
 
     def unpack(self, position: int) -> tuple[IRHeader, bytes]:
-        """``(IRHeader, rest)`` of the record at ``position``."""
+        """The record at ``position``, split into its header and the rest.
+
+        Parameters
+        ----------
+        position
+            The record to split.
+
+        Returns
+        -------
+        tuple of (IRHeader, bytes)
+            ``(header, rest)``.
+        """
         return unpack(self[position])
 
     def read_key(self, key: object) -> bytes:
-        """The record stored under ``key``."""
+        """The record stored under ``key`` (:meth:`position`, then the read).
+
+        Parameters
+        ----------
+        key
+            A key of the ``.idx``.
+
+        Returns
+        -------
+        bytes
+            A copy of its payload.
+        """
         return self[self.position(key)]
 
     def __contains__(self, key: object) -> bool:
@@ -191,12 +288,29 @@ class Records(ABC):
         return True
 
     def describe(self, position: int) -> str:
-        """``file: record key`` for messages."""
+        """Where a record is, for messages.
+
+        Parameters
+        ----------
+        position
+            The record to name.
+
+        Returns
+        -------
+        str
+            ``file: record key``.
+        """
         return f"{self.path}: record {self.keys[position]!r}"
 
     def default_shuffle_block(self) -> int:
-        """Records per shuffle block when none is given: ``0`` (a global shuffle) where random access is cheap,
-        as here; blocks of about :data:`REMOTE_BLOCK_BYTES` where every jump costs a request."""
+        """Records per shuffle block when none is given.
+
+        Returns
+        -------
+        int
+            ``0`` (a global shuffle) where random access is cheap, as here; blocks of about
+            :data:`REMOTE_BLOCK_BYTES` where every jump costs a request.
+        """
         return 0
 
     def epoch_order(self, *, shuffle: bool, seed: int = 0, shuffle_block: int | None = None,
@@ -231,14 +345,29 @@ class Records(ABC):
         return ShuffledOrder(len(self), shuffle, seed, shuffle_block, shuffle_window)
 
     def follow(self, plan: ReadPlan, *, origin: int = 0) -> None:
-        """Get ready for the reads ``plan`` says an epoch will make (:class:`~mxrec.io.order.ReadPlan`): position 0
-        is number ``origin`` of the order's numbering (a shard's first position in its set). Local files need
-        nothing; remote ones keep the blocks being read in memory, so each is fetched once per epoch."""
+        """Get ready for the reads an epoch will make.
+
+        Local files need nothing; remote ones keep the blocks being read in memory, so each is fetched once per
+        epoch.
+
+        Parameters
+        ----------
+        plan
+            The reads (:class:`~mxrec.io.order.ReadPlan`).
+        origin
+            The number, in the order's numbering, of this dataset's position 0 (a shard's first position in its
+            set).
+        """
         return None
 
     def io_stats(self) -> IOStats:
-        """Requests, bytes and block-cache lookups made so far in this process (:class:`IOStats`); a local file
-        makes none, as here."""
+        """Requests, bytes and block-cache lookups made so far in this process.
+
+        Returns
+        -------
+        IOStats
+            The counts; all zero for a local file, as here.
+        """
         return IOStats()
 
     def __enter__(self) -> Records:

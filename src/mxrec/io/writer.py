@@ -169,10 +169,17 @@ class RecordWriter:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` or :meth:`abort` has run."""
         return self._rec is None
 
     def tell(self) -> int:
-        """Byte offset at which the next record will start."""
+        """Byte offset at which the next record will start.
+
+        Returns
+        -------
+        int
+            The offset in the ``.rec``.
+        """
         return self._position
 
     def __len__(self) -> int:
@@ -192,10 +199,28 @@ class RecordWriter:
 
     def write(self, payload: bytes | bytearray | memoryview, key: object = None, *,
               indexed: bool = True) -> int:
-        """Append one record; return the offset of its first part.
+        """Append one record.
 
-        With an index, the record is listed under ``key`` (default: its position),
-        unless ``indexed`` is false.
+        Parameters
+        ----------
+        payload
+            The record's bytes.
+        key
+            What the index lists it under (default: its position).
+        indexed
+            List it in the index (when there is one).
+
+        Returns
+        -------
+        int
+            The offset of its first part.
+
+        Raises
+        ------
+        ClosedFileError
+            The writer is closed.
+        ForkedWriterError
+            The writer was opened in another process (inherited through ``fork``).
         """
         rec = self._rec
         if rec is None or self._forks != FORK_GENERATION[0]:
@@ -231,7 +256,13 @@ class RecordWriter:
         """Append records given as ``(key, pieces)``, the record being ``b"".join(pieces)`` (an IRHeader and a view
         of its payload, say): the same bytes as :meth:`write`, in one ``writev`` for them all, the pieces not
         copied. A record whose pieces but the last are not 4-byte aligned, or hold an aligned magic, is joined
-        and written by :meth:`write`."""
+        and written by :meth:`write`.
+
+        Parameters
+        ----------
+        records
+            ``(key, pieces)`` pairs; ``key`` ``None`` lists a record under its position.
+        """
         rec = self._writable()
         checked_behind = self._behind is not None and self._behind.can_check
         chunks: list = []
@@ -314,12 +345,28 @@ class RecordWriter:
 
     def write_batch(self, payloads: Iterable[bytes | bytearray | memoryview], keys: Iterable[object] | None = None,
                     *, indexed: bool = True) -> list[int]:
-        """Append several records; return their offsets. Faster than :meth:`write` in a loop.
+        """Append several records. Faster than :meth:`write` in a loop.
 
-        ``keys`` (default: the records' positions) list them in the index, one
-        key per payload: a different number of keys raises ``ValueError``
-        before anything is written. If a payload is rejected, the records
-        before it stay written and listed.
+        If a payload is rejected, the records before it stay written and listed.
+
+        Parameters
+        ----------
+        payloads
+            The records' bytes.
+        keys
+            What the index lists them under, one key per payload (default: the records' positions).
+        indexed
+            List them in the index (when there is one).
+
+        Returns
+        -------
+        list of int
+            The offset of each record's first part.
+
+        Raises
+        ------
+        ParameterError
+            ``keys`` and ``payloads`` differ in number (raised before anything is written).
         """
         rec = self._writable()
         if self._behind is not None:  # after the writes behind, and leaving the buffer empty for the next ones
@@ -458,8 +505,13 @@ class RecordWriter:
         self.abort_outputs()
 
     def abort_outputs(self, cause: BaseException | None = None) -> None:
-        """Remove the partial files of an atomic writer (its files are closed); what cannot be removed is named in
-        a note on ``cause``."""
+        """Remove the partial files of an atomic writer (its files are closed).
+
+        Parameters
+        ----------
+        cause
+            The exception that ended the write: what cannot be removed is named in a note on it.
+        """
         if self._output is not None:
             self._output.discard()
         elif self._commit is not None:

@@ -34,7 +34,15 @@ AUGMENT_STREAM = 0x617567  # separates augmentation streams from any other use o
 
 
 class DataDesc(NamedTuple):
-    """Name and shape of one output, as ``mx.io.DataDesc`` (``name, shape = desc`` works)."""
+    """Name and shape of one output, as ``mx.io.DataDesc`` (``name, shape = desc`` works).
+
+    Attributes
+    ----------
+    name
+        The output's name (``"data"``, ``"softmax_label"``).
+    shape
+        Its batch shape, batch size first.
+    """
 
     name: str
     shape: tuple[int, ...]
@@ -44,11 +52,25 @@ class DataDesc(NamedTuple):
 class DataBatch:
     """One batch, as ``mx.io.DataBatch``: ``data`` and ``label`` are lists of numpy arrays.
 
-    The last ``pad`` samples are not new data of this epoch (repeats or empty
-    slots): leave them out of metrics. ``index`` holds each sample's record id
-    (``-1`` for an empty slot). ``label`` may be left out (``None``), as in
-    MXNet, and ``str(batch)`` reads as MXNet's: ``DataBatch: data shapes:
-    [(2, 3)] label shapes: None``.
+    ``str(batch)`` reads as MXNet's: ``DataBatch: data shapes: [(2, 3)] label shapes: None``.
+
+    Parameters
+    ----------
+    data
+        One array per data output.
+    label
+        One array per label output; may be left out (``None``), as in MXNet.
+    pad
+        The last ``pad`` samples are not new data of this epoch (repeats or
+        empty slots): leave them out of metrics.
+    index
+        Each sample's record id (``-1`` for an empty slot).
+    provide_data
+        The data outputs' names and shapes.
+    provide_label
+        The label outputs' names and shapes.
+    bucket_key
+        MXNet's bucketing key; mxrec's iterators leave it ``None``.
     """
 
     data: list[np.ndarray]

@@ -27,7 +27,17 @@ from mxrec.transforms.functional import INTER_CUBIC, resize_shorter
 
 @dataclass(frozen=True)
 class VerificationSet:
-    """``images`` ``(2 * pairs, H, W, 3)`` uint8 RGB, in file order; ``issame[k]``: images ``2k``, ``2k+1`` match."""
+    """An InsightFace verification set, decoded (made by :func:`load_verification_set`).
+
+    Parameters
+    ----------
+    path
+        The ``.bin`` file it was read from.
+    images
+        ``(2 * pairs, H, W, 3)`` uint8 RGB, in file order.
+    issame
+        ``issame[k]``: whether images ``2k`` and ``2k+1`` show the same person.
+    """
 
     path: str
     images: np.ndarray
@@ -38,7 +48,13 @@ class VerificationSet:
         return len(self.issame)
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(first images, second images)`` of every pair: ``images[0::2]``, ``images[1::2]`` (views)."""
+        """The two sides of every pair.
+
+        Returns
+        -------
+        tuple of (numpy.ndarray, numpy.ndarray)
+            ``(first images, second images)``: ``images[0::2]``, ``images[1::2]`` (views).
+        """
         return self.images[0::2], self.images[1::2]
 
 

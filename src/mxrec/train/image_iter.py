@@ -212,6 +212,18 @@ class ImageIter(BatchIter):
         self._leftover_in = NO_LEFTOVER
 
     def describe(self, position: int) -> str:
+        """Where a sample comes from, for messages.
+
+        Parameters
+        ----------
+        position
+            A sample number.
+
+        Returns
+        -------
+        str
+            ``file: record key`` for a ``.rec``, else the image file's path.
+        """
         if self._reader is not None:
             return self._reader.describe(position)
         return self._image_path(self._entries[self._keys[position]][1])

@@ -355,7 +355,18 @@ class ImageRecordIter(BatchIter):
         return self._faces
 
     def describe(self, position: int) -> str:
-        """``file: record key`` for messages (``position``: a sample number)."""
+        """Where a sample comes from, for messages.
+
+        Parameters
+        ----------
+        position
+            The sample's number.
+
+        Returns
+        -------
+        str
+            ``file: record key``.
+        """
         return self._reader.describe(position)
 
     @property
@@ -364,8 +375,15 @@ class ImageRecordIter(BatchIter):
         return self._reader
 
     def attach_clock(self, clock: StageClock | None) -> None:
-        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing.
-        With ``preprocess_processes``, only the waits for batches are timed (the stages run in the workers)."""
+        """Time every stage of loading.
+
+        With ``preprocess_processes``, only the waits for batches are timed (the stages run in the workers).
+
+        Parameters
+        ----------
+        clock
+            What the stages are timed into (:mod:`mxrec.train.timing`); ``None`` stops timing.
+        """
         self._loader.clock = clock
         self._pipeline.clock = clock
 
