@@ -69,6 +69,30 @@ def local_path(path: str | os.PathLike) -> str:
     return path
 
 
+def local_or_none(path: str | os.PathLike) -> str | None:
+    """The local path ``open`` takes for ``path``; ``None`` for a URL.
+
+    For what only a file on this machine has: its disk, a file written or read beside it without a request.
+
+    Parameters
+    ----------
+    path
+        A local path, a ``file://`` URL or a URL.
+
+    Returns
+    -------
+    str or None
+        :func:`local_path` of ``path``, or ``None`` when fsspec must reach it (:func:`is_url`).
+    """
+    path = os.fspath(path)
+    return None if is_url(path) else local_path(path)
+
+
+def is_pattern(path: str) -> bool:
+    """Whether ``path`` is a glob pattern: holds ``*``, ``?`` or ``[`` (in a URL, after its scheme)."""
+    return any(c in (path.partition("://")[2] if is_url(path) else path) for c in "*?[")
+
+
 def protocol(url: str) -> str:
     """The scheme of ``url`` in lower case (``"s3"``); ``"file"`` for a local path."""
     return url.partition("://")[0].lower() if is_url(url) else "file"
