@@ -1,9 +1,9 @@
 """Operations on a file wherever it lives: a local path goes to the operating system, a URL to the request layer.
 
 The helpers callers use for small files and listings, local or remote alike: :func:`exists`, :func:`isdir`,
-:func:`read_bytes`, :func:`size`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`, :func:`listing`,
-:func:`walk`; :func:`local_file`, a path to hand a library that opens files itself; and :func:`spooled_folder`, a
-folder of output files written locally wherever it goes. A remote one goes
+:func:`read_bytes`, :func:`size`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`,
+:func:`listing`, :func:`walk`; :func:`local_file`, a path to hand a library that opens files itself; and
+:func:`spooled_folder`, a folder of output files written locally wherever it goes. A remote one goes
 through :mod:`mxrec.storage.remote` (retried, time-limited, checked); a remote :func:`open_input` reads through
 :class:`~mxrec.storage.remote_file.RemoteFile`, so a stream (a ``.lst``, a Parquet footer) is retried and checked
 range by range too.
