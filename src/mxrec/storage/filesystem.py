@@ -89,8 +89,8 @@ def local_or_none(path: str | os.PathLike) -> str | None:
 
 
 def is_pattern(path: str) -> bool:
-    """Whether ``path`` is a glob pattern: holds ``*``, ``?`` or ``[`` (in a URL, after its scheme)."""
-    return any(c in (path.partition("://")[2] if is_url(path) else path) for c in "*?[")
+    """Whether ``path`` (local or a URL: no scheme holds these) is a glob pattern: holds ``*``, ``?`` or ``[``."""
+    return any(c in path for c in "*?[")
 
 
 def protocol(url: str) -> str:
