@@ -26,15 +26,17 @@ Each runs with float32 and uint8 output on 2 threads. Columns:
 
 ``--tiny`` measures instead what the per-sample overhead costs (issue 26 section 4): ImageRecordIter on 5000
 generated tiny JPEGs (``--tiny-size`` 32, or 16 as in the issue: ``bench-data/tiny<size>.rec``, built on first
-use), batch 128, on 1 and 2 threads, float32 and uint8, three workloads: ``tiny-val`` (the image as it is),
+use), batch 128, on 1 and 2 threads and on 1 and 2 worker processes (``preprocess_processes``, one thread
+each), float32 and uint8, three workloads: ``tiny-val`` (the image as it is),
 ``tiny-crop`` (a random crop 4 pixels smaller, and mirror) and ``tiny-cifar`` (4 pixels of padding, a random crop
 back to the size, mirror, brightness). Decoding a tiny JPEG costs about as much as the Python around it, so this
 is where a per-sample cost shows first. With ``MXREC_BENCH_MXNET_PYTHON`` the same settings run in MXNet
 (``ctx='cpu'``, ``OMP_NUM_THREADS`` = the thread count) in the same round, and the table gives mxrec/MXNet.
 Columns: images/s of wall time, microseconds of this process's CPU time per image (every thread), and for
 mxrec the serial fraction ``f`` that Amdahl's law gives for the measured 1-to-2-thread speed-up ``S``
-(``f = 2 / S - 1``) and the rate it projects for 64 threads (``rate_1 / (f + (1 - f) / 64)``). Bar: mxrec
->= 1.0x MXNet on 2 threads (float32).
+(``f = 2 / S - 1``) and the rate it projects for 64 threads (``rate_1 / (f + (1 - f) / 64)``), the same for
+1 -> 2 processes, and each row's ratio to mxrec's 2 threads (the CPU column counts the workers' CPU time, from
+``/proc``). Bar: mxrec >= 1.0x MXNet on 2 threads (float32); shown, not required, for 2 processes.
 
 Throughput is measured in steady state: the first 8 batches (thread start,
 buffer allocation and first page faults) are not timed, for MXNet as for
@@ -125,14 +127,28 @@ def tiny_rates(params: dict, images: int) -> tuple[float, float]:
     with ImageRecordIter(**params) as it:
         for _ in range(WARMUP):
             it.next()
+        workers = getattr(it._pipeline, "pids", [])  # worker processes' CPU time counts too
         done = 0
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = time.perf_counter(), time.process_time() + workers_cpu(workers)
         while done < images:
             try:
                 done += len(it.next().data[0])
             except StopIteration:
                 it.reset()
-        return done / (time.perf_counter() - wall), done / (time.process_time() - cpu)
+        return done / (time.perf_counter() - wall), done / (time.process_time() + workers_cpu(workers) - cpu)
+
+
+def workers_cpu(pids: list[int]) -> float:
+    """Seconds of CPU time (user + system) the processes ``pids`` have used (Linux ``/proc``; 0 elsewhere)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return total / os.sysconf("SC_CLK_TCK") if pids else 0.0
 
 
 def mxnet_tiny_rates(python: str, params: dict, threads: int, images: int) -> tuple[float, float] | None:
@@ -168,6 +184,11 @@ def amdahl(one: float, two: float) -> tuple[float, float]:
     return serial, one / (serial + (1 - serial) / 64)
 
 
+def run_name(threads: int, processes: int) -> str:
+    """``t2``: 2 threads, ``p2``: 2 worker processes."""
+    return f"p{processes}" if processes else f"t{threads}"
+
+
 def tiny_main(args: argparse.Namespace) -> int:
     """``--tiny``: ImageRecordIter (and MXNet) on tiny images, 1 and 2 threads, every round printed, then the
     best of the rounds with the serial fraction and the 64-thread projection."""
@@ -177,54 +198,62 @@ def tiny_main(args: argparse.Namespace) -> int:
     workloads = {name: params for name, params in tiny_workloads(args.tiny_size).items()
                  if not args.tiny_workloads or name in args.tiny_workloads.split(",")}
     mxnet_python = os.environ.get("MXREC_BENCH_MXNET_PYTHON")
-    rows = [(workload, dtype, threads) for workload in workloads for dtype in ("float32", "uint8")
-            for threads in (1, 2)]
+    # (workload, dtype, threads, processes): 1 and 2 threads, then 1 and 2 worker processes of 1 thread each
+    rows = [(workload, dtype, threads, processes) for workload in workloads for dtype in ("float32", "uint8")
+            for threads, processes in ((1, 0), (2, 0), (1, 1), (1, 2))]
     best: dict[tuple, list[float]] = {}  # row -> [wall, cpu, MXNet wall, MXNet cpu]
     print(f"{rec}; batch 128, {args.images} images a measurement, {os.cpu_count()} CPUs; MXNet: "
           f"{mxnet_python or 'not run (set MXREC_BENCH_MXNET_PYTHON)'}")
-    header = (f"{'round':5} {'workload':10} {'dtype':7} {'thr':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} "
+    header = (f"{'round':5} {'workload':10} {'dtype':7} {'run':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} "
               f"{'us/img':>6} {'ratio':>6}")
     print(header + "   (images/s of wall time; us of CPU time per image, every thread)")
     show = lambda rate, width: f"{rate:{width}.0f}" if rate else " " * (width - 1) + "-"  # noqa: E731
     for number in range(1, args.rounds + 1):
         for row in rows:
-            workload, dtype, threads = row
+            workload, dtype, threads, processes = row
             params = dict(path_imgrec=rec, batch_size=128, preprocess_threads=threads, dtype=dtype,
-                          **MEAN_STD, **workloads[workload])
+                          preprocess_processes=processes, **MEAN_STD, **workloads[workload])
             wall, cpu = (max(rates) for rates in zip(*(tiny_rates(params, args.images) for _ in range(args.repeat)),
                                                      strict=True))
             mx_wall = mx_cpu = 0.0
-            if mxnet_python:
+            if mxnet_python and not processes:  # (processes are compared with MXNet's threads, same count)
                 measured = mxnet_tiny_rates(mxnet_python, params, threads, args.images)
                 mx_wall, mx_cpu = measured or (0.0, 0.0)
             old = best.setdefault(row, [0.0, 0.0, 0.0, 0.0])
             best[row] = [max(a, b) for a, b in zip(old, (wall, cpu, mx_wall, mx_cpu), strict=True)]
             ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
-            print(f"{number:5} {workload:10} {dtype:7} {threads:3} {wall:8.0f} {1e6 / cpu:6.1f} {show(mx_wall, 8)} "
+            print(f"{number:5} {workload:10} {dtype:7} {run_name(threads, processes):>3} {wall:8.0f} {1e6 / cpu:6.1f} "
+                  f"{show(mx_wall, 8)} "
                   f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio}", flush=True)
     decode = bare_decode_us(rec)
-    print(f"\nbest of {args.rounds} rounds; f: serial fraction (Amdahl, from 1 -> 2 threads), 64: projected "
-          f"images/s on 64 threads; on 1 thread, f: the share of a sample's CPU time outside the decoder "
-          f"(bare decoding: {decode:.1f} us/img), an upper bound on the GIL's")
-    print(f"{'workload':10} {'dtype':7} {'thr':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} {'us/img':>6} "
-          f"{'ratio':>6} {'f':>5} {'64 thr':>8}  bar")
+    print(f"\nbest of {args.rounds} rounds; run: t1/t2 threads, p1/p2 worker processes (1 thread each); ratio: "
+          f"to MXNet's threads of the same count; vs t2: to mxrec's 2 threads; f: serial fraction (Amdahl, from "
+          f"1 -> 2 threads or processes), 64: projected images/s on 64 of them; on t1, f: the share of a sample's "
+          f"CPU time outside the decoder (bare decoding: {decode:.1f} us/img), an upper bound on the GIL's")
+    print(f"{'workload':10} {'dtype':7} {'run':>3} {'mxrec/s':>8} {'us/img':>6} {'MXNet/s':>8} {'us/img':>6} "
+          f"{'ratio':>6} {'vs t2':>6} {'f':>5} {'64':>8}  bar")
     failed = False
     for row in rows:
-        workload, dtype, threads = row
+        workload, dtype, threads, processes = row
         wall, cpu, mx_wall, mx_cpu = best[row]
+        count = max(threads, processes)
+        if processes:  # compared with MXNet on as many threads as there are processes
+            mx_wall, mx_cpu = best[workload, dtype, count, 0][2:]
         ratio = f"{wall / mx_wall:5.2f}x" if mx_wall else "     -"
+        versus = f"{wall / best[workload, dtype, 2, 0][0]:5.2f}x"
         extra, bar = "", ""
-        if threads == 1:
+        if count == 1 and not processes:
             serial = max(0.0, 1 - decode * cpu / 1e6)
             extra = f"{serial:5.2f} {wall / (serial + (1 - serial) / 64):8.0f}"
-        if threads == 2:
-            serial, projected = amdahl(best[workload, dtype, 1][0], wall)
+        if count == 2:
+            serial, projected = amdahl(best[workload, dtype, 1, processes and 1][0], wall)
             extra = f"{serial:5.2f} {projected:8.0f}"
             if mx_wall and dtype == "float32":
                 bar = f">= 1.0x MXNet: {'PASS' if wall >= mx_wall else 'FAIL'}"
-                failed |= wall < mx_wall
-        print(f"{workload:10} {dtype:7} {threads:3} {wall:8.0f} {1e6 / cpu:6.1f} {show(mx_wall, 8)} "
-              f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio} {extra:14}  {bar}")
+                failed |= wall < mx_wall and not processes
+        print(f"{workload:10} {dtype:7} {run_name(threads, processes):>3} {wall:8.0f} {1e6 / cpu:6.1f} "
+              f"{show(mx_wall, 8)} "
+              f"{show(mx_cpu and 1e6 / mx_cpu, 6)} {ratio} {versus} {extra:14}  {bar}")
     return 1 if failed else 0
 
 

@@ -26,11 +26,7 @@ import mxrec.errors
 PENDING = {
     "mxrec.datasets",
     "mxrec.io",
-    "mxrec.ray",
-    "mxrec.torch",
     "mxrec.train",
-    "mxrec.probing",
-    "mxrec.doctor",
 }
 CHECKED = {
     "GL08": "no docstring",

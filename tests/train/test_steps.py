@@ -173,8 +173,9 @@ def test_aug_list_messages_say_what_to_do(rec):
 
 
 def test_pytorch_names_get_the_iterators_own(rec):
-    with pytest.raises(ParameterError, match="'num_workers'; ImageRecordIter decodes and augments on threads, not in "
-                                             "worker processes: their number is preprocess_threads") as caught:
+    with pytest.raises(ParameterError, match=r"'num_workers'; ImageRecordIter decodes and augments on threads: their "
+                                             r"number is preprocess_threads \(ImageRecordIter's worker processes, "
+                                             r"for where the GIL binds: preprocess_processes\)") as caught:
         record_iter(rec, num_workers=2)
     assert "num_parts" not in str(caught.value)
     with pytest.raises(ParameterError, match="prefetch_buffer"):

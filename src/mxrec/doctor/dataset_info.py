@@ -72,7 +72,37 @@ class LayoutSummary:
 
 @dataclass
 class DatasetInfo:
-    """What :func:`dataset_info` found."""
+    """What :func:`dataset_info` found.
+
+    Parameters
+    ----------
+    path
+        The ``.rec``.
+    bytes
+        Its size.
+    records
+        The records framed, up to and around any damage.
+    multipart_records
+        Those stored in several parts.
+    payload_bytes
+        The records' bytes, framing left out.
+    min_record, max_record
+        The smallest and largest record (``None`` without records).
+    payload_kinds
+        Records per payload kind (``jpeg``, ``png``, ``empty``, ...).
+    labels
+        The labels of the records' IRHeaders.
+    index_path
+        The ``.idx``, ``None`` without one.
+    index_status
+        ``"missing"``, ``"ok"``, or what is wrong with the ``.idx``.
+    index_entries
+        The ``.idx``'s entries, ``None`` when missing or unreadable.
+    faults
+        The framing damage found, one line each.
+    layout
+        ``plain`` or an InsightFace face set.
+    """
 
     path: str
     bytes: int
@@ -95,10 +125,23 @@ class DatasetInfo:
         return bool(self.faults) or self.index_status not in ("ok", "missing") or self.layout.problem is not None
 
     def to_dict(self) -> dict:
+        """The summary for JSON (``mxrec info --json``).
+
+        Returns
+        -------
+        dict
+            Every field, and ``damaged``.
+        """
         return asdict(self) | {"damaged": self.damaged}
 
     def rows(self) -> list[tuple[str, str]]:
-        """``(name, value)`` of each line of the summary, as :meth:`format_text` prints them."""
+        """The lines of the summary, as :meth:`format_text` prints them.
+
+        Returns
+        -------
+        list of tuple of (str, str)
+            ``(name, value)`` of each line.
+        """
         rows = [
             ("file", self.path),
             ("size", f"{self.bytes} bytes"),
@@ -124,6 +167,13 @@ class DatasetInfo:
         return rows
 
     def format_text(self) -> str:
+        """The summary for people, as ``mxrec info`` prints it.
+
+        Returns
+        -------
+        str
+            One ``name: value`` line per row of :meth:`rows`.
+        """
         return "\n".join(f"{name + ':':<19}{value}" for name, value in self.rows())
 
     def _repr_html_(self) -> str:

@@ -251,7 +251,32 @@ def _mixture_name(mixture: Mixture, spec: Any) -> str:
 def info(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyType = int,
          storage_options: StorageOptions = None) -> DatasetInfo | ShardSetInfo | MixtureInfo:
     """``mxrec info``: one file's :class:`DatasetInfo`, every shard's and the totals, or a mixture's sources and
-    each source's own (see the module docstring)."""
+    each source's own (see the module docstring).
+
+    Parameters
+    ----------
+    spec
+        The dataset: a ``.rec`` (a path or URL), a shard set, a mixture or a dataset already opened.
+    idx_path
+        The ``.idx`` of a single file (a shard set's shards and a mixture's sources have their own); default: the
+        one beside it, if present.
+    key_type
+        Converts the ``.idx`` keys of every file (``int`` or ``str``).
+    storage_options
+        fsspec options for URLs.
+
+    Returns
+    -------
+    DatasetInfo or ShardSetInfo or MixtureInfo
+        The summary of one file, of a shard set or of a mixture.
+
+    Raises
+    ------
+    MixtureError
+        ``idx_path`` given for a mixture.
+    ManifestError
+        ``idx_path`` given for a shard set.
+    """
     if is_mixture(spec):
         if idx_path is not None:
             raise MixtureError(f"{_name(spec, None)}: --idx names the .idx of one file; a mixture's sources each "
@@ -280,9 +305,33 @@ def verify(spec: Any, idx_path: str | os.PathLike | None = None, key_type: KeyTy
            storage_options: StorageOptions = None, **options: Any) -> Report | ShardSetReport | MixtureReport:
     """``mxrec verify``: one file's :class:`Report`, or a report per shard, the checks over the set and the manifest.
 
-    ``options`` are :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``lst`` applies to one file only. In a
-    shard set the ``duplicates`` check (and with ``against`` the ``leakage`` check) also runs over the whole
+    In a shard set the ``duplicates`` check (and with ``against`` the ``leakage`` check) also runs over the whole
     set, so a record repeated in another shard is found. A mixture's sources are verified one by one.
+
+    Parameters
+    ----------
+    spec
+        The dataset, as :func:`info` takes it.
+    idx_path
+        The ``.idx`` of a single file.
+    key_type
+        Converts ``.idx`` keys.
+    storage_options
+        fsspec options for URLs.
+    **options
+        :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``lst`` applies to one file only.
+
+    Returns
+    -------
+    Report or ShardSetReport or MixtureReport
+        The report of one file, of a shard set or of a mixture.
+
+    Raises
+    ------
+    MixtureError
+        ``idx_path`` or ``lst`` given for a mixture, or a source of a mixture file that cannot be verified.
+    ManifestError
+        ``idx_path`` or ``lst`` given for a shard set.
     """
     if is_mixture(spec):
         if idx_path is not None or options.get("lst") is not None:

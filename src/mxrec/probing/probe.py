@@ -25,7 +25,20 @@ from mxrec.probing.run import ProbeRun, run_probe
 
 @dataclass
 class ProbeResult:
-    """Checks (:attr:`report`), measurements (:attr:`run`), :attr:`advice` and the :attr:`sweep` table."""
+    """Checks (:attr:`report`), measurements (:attr:`run`), :attr:`advice` and the :attr:`sweep` table.
+
+    Parameters
+    ----------
+    report
+        The checks, with the bound among them.
+    run
+        The measurements of the run.
+    advice
+        The recommendations, what to change and what it should give.
+    sweep
+        With :func:`probe`'s ``sweep``: a row per variant (its parameters, img/s, bound), the fastest marked
+        ``best``.
+    """
 
     report: Report
     run: ProbeRun
@@ -34,6 +47,7 @@ class ProbeResult:
 
     @property
     def ok(self) -> bool:
+        """Whether no check failed (a bound or a recommendation never fails)."""
         return self.report.ok
 
     @property
@@ -46,11 +60,24 @@ class ProbeResult:
         return fragment(probe_title(self), probe_sections(self))
 
     def codes(self) -> dict[str, str]:
-        """``{check name: verdict code}``."""
+        """Each check's verdict.
+
+        Returns
+        -------
+        dict of str to str
+            ``{check name: verdict code}``.
+        """
         return {c.name: c.details.get("code", "ok") for c in self.report.checks}
 
     def throughput(self) -> dict[str, Any]:
-        """img/s overall, per round (about a second or 5 batches), their spread, and MB/s."""
+        """How fast the run went.
+
+        Returns
+        -------
+        dict
+            img/s overall (``images_per_second``), per round (``rounds``: about a second or 5 batches), their
+            ``spread`` and ``std``, and ``mb_per_second``; the batches, samples, seconds and warm-up batches.
+        """
         run = self.run
         rounds, last_t, count = [], 0.0, 0
         for i, (t, samples, _) in enumerate(run.batch_times):
@@ -68,6 +95,14 @@ class ProbeResult:
                 "warmup_batches": run.warmup}
 
     def to_dict(self) -> dict:
+        """The result for JSON (``probe --json``).
+
+        Returns
+        -------
+        dict
+            The report's checks, the parameters, the verdict, the throughput, the stages, the machine, the stored
+            images, the remote requests, the recommendations and the sweep.
+        """
         run = self.run
         machine = run.machine.to_dict() if run.machine else None
         images = {k: v for k, v in run.images.items() if k != "sizes"}
@@ -81,6 +116,18 @@ class ProbeResult:
                 "recommendations": [a.to_dict() for a in self.advice], "sweep": self.sweep}
 
     def format_text(self, max_problems: int = 10) -> str:
+        """The result for people, as ``mxrec probe`` prints it.
+
+        Parameters
+        ----------
+        max_problems
+            The problems listed per check, at most.
+
+        Returns
+        -------
+        str
+            The checks, then the throughput, the stages, the machine, the recommendations and the sweep.
+        """
         run = self.run
         th = self.throughput()
         parts = breakdown(run)
@@ -158,10 +205,37 @@ def probe(dataset: Any, *, batches: int | None = None, seconds: float | None = N
     """Run ``dataset`` (a path, URL or shard set with ``ImageRecordIter`` parameters, or a torch ``DataLoader``)
     briefly and diagnose it (:mod:`mxrec.probing`).
 
-    ``batches``/``seconds``: when to stop (default: 50 batches or 20 s, whichever first), after ``warmup``
-    unmeasured batches; ``step_time``: seconds a simulated training step takes per batch; ``records``: a bare
-    record read; ``num_classes``: labels must be below it; ``sweep``: ``{parameter: [values]}``, every
-    combination run the same way and tabulated (:attr:`ProbeResult.sweep`).
+    Parameters
+    ----------
+    dataset
+        A path, URL or shard set (read with ``ImageRecordIter`` and ``params``), or a torch ``DataLoader``.
+    batches
+        Stop after this many measured batches, or at ``seconds``, whichever first.
+    seconds
+        Stop after this many seconds. Neither given: 50 batches or 20 s, whichever first.
+    warmup
+        Unmeasured batches before the measurement.
+    step_time
+        Seconds a simulated training step takes per batch.
+    records
+        A bare record read instead of batches.
+    num_classes
+        Labels must be below it.
+    sweep
+        ``{parameter: [values]}``: every combination run the same way and tabulated (:attr:`ProbeResult.sweep`).
+    **params
+        ``ImageRecordIter`` parameters.
+
+    Returns
+    -------
+    ProbeResult
+        The checks, measurements, recommendations and the sweep table.
+
+    Raises
+    ------
+    ParameterError
+        ``batches`` below 1, ``seconds`` not above 0, ``warmup`` or ``step_time`` negative, ``params`` or
+        ``sweep`` given with a ``DataLoader``, or no records to read.
     """
     run = run_probe(dataset, batches=batches, seconds=seconds, warmup=warmup, step_time=step_time,
                     records=records, **params)

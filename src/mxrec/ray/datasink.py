@@ -76,10 +76,24 @@ def _shard_limit(shard_size: ShardLimit | int | str | None) -> ShardLimit | None
 class RecordSink(Datasink):
     """A Ray Data ``Datasink`` writing a RecordIO shard set at ``path`` (see the module docstring).
 
-    ``shard_size``: at most this many records (an int, or ``"10000"``) or bytes (``"512MB"``) per shard;
-    by default each write task writes one shard. ``header``: pack an IRHeader from the ``label``/``flag``/
-    ``id``/``id2`` columns (default: when there is a ``label`` column). One sink writes one job:
-    :attr:`manifest` holds the result once the job has completed.
+    One sink writes one job: :attr:`manifest` holds the result once the job has completed.
+
+    Parameters
+    ----------
+    path
+        The ``.rec`` name of the set (``NAME_00000.rec`` ... and ``NAME.manifest.json`` beside it), in a
+        folder every node sees.
+    shard_size
+        At most this many records (an int, or ``"10000"``) or bytes (``"512MB"``) per shard; by default each
+        write task writes one shard.
+    header
+        Pack an IRHeader from the ``label``/``flag``/``id``/``id2`` columns; default: when there is a
+        ``label`` column.
+
+    Raises
+    ------
+    OptionError
+        ``path`` is a URL.
     """
 
     def __init__(self, path: str | os.PathLike, *, shard_size: ShardLimit | int | str | None = None,
@@ -105,12 +119,31 @@ class RecordSink(Datasink):
     # -- on the driver ---------------------------------------------------------------------------------------
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
+        """Make the staging folder, on the driver before the write tasks start.
+
+        Parameters
+        ----------
+        schema
+            The rows' schema (unused: every row is checked as it is written).
+
+        Raises
+        ------
+        MissingFolderError
+            The output folder does not exist.
+        """
         folder = os.path.dirname(self.staging)
         if not os.path.isdir(folder):
             raise MissingFolderError(f"{folder}: no such folder (for {self.rec_path})")
         self.commit.staging_folder()
 
     def on_write_complete(self, write_result: WriteResult) -> None:
+        """Publish the shards the tasks returned, in task order, the manifest last; set :attr:`manifest`.
+
+        Parameters
+        ----------
+        write_result
+            What every write task returned (:meth:`write`).
+        """
         self.returns = sorted(write_result.write_returns, key=lambda r: r["order"])
         staged = [(os.path.join(self.staging, rec), os.path.join(self.staging, idx), count, sums)
                   for r in self.returns for rec, idx, count, sums in r["shards"] if count > 0]
@@ -137,6 +170,13 @@ class RecordSink(Datasink):
                 for e in read_manifest(writer.manifest_path).shards]
 
     def on_write_failed(self, error: Exception) -> None:
+        """Remove everything the job wrote (:meth:`abort`).
+
+        Parameters
+        ----------
+        error
+            Why the job failed (raised by Ray itself).
+        """
         self.abort()
 
     def run(self, job: Callable[[], object]) -> Manifest:
@@ -144,6 +184,21 @@ class RecordSink(Datasink):
 
         On any failure, Ctrl-C included, everything the job wrote is removed and the error raised (an mxrec
         error from a task as itself).
+
+        Parameters
+        ----------
+        job
+            Writes the dataset into this sink.
+
+        Returns
+        -------
+        Manifest
+            The manifest of the set written.
+
+        Raises
+        ------
+        PackError
+            Ray finished the write without calling :meth:`on_write_complete`.
         """
         self.on_write_start()
         try:
@@ -180,7 +235,28 @@ class RecordSink(Datasink):
     # -- in the write tasks ------------------------------------------------------------------------------------
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict:
-        """Write this task's rows as shards in the staging folder; return their names and record counts."""
+        """Write this task's rows as shards in the staging folder (in a write task).
+
+        Parameters
+        ----------
+        blocks
+            The task's blocks of rows.
+        ctx
+            Ray's task context (its ``task_idx`` names the task's files).
+
+        Returns
+        -------
+        dict
+            The task (``task``, ``order``), its shards' names, record counts and checksums (``shards``), and
+            the notes :meth:`records` added.
+
+        Raises
+        ------
+        MissingFolderError
+            The staging folder is gone (the job was aborted).
+        OptionError
+            String keys with a ``shard_size``.
+        """
         if not os.path.isdir(self.staging):  # the job was aborted (or on_write_start never ran here)
             raise MissingFolderError(f"{self.staging}: the staging folder of this write is gone")
         base = os.path.join(self.staging, f"{ctx.task_idx:05d}-{uuid.uuid4().hex[:8]}.rec")
@@ -217,8 +293,26 @@ class RecordSink(Datasink):
         return ShardedWriter(base, self.limit)
 
     def records(self, block: Block, notes: Notes) -> Iterator[tuple[object, bytes]]:
-        """``(key, payload)`` for each row of ``block``; subclasses may add what they report to ``notes``
-        (``notes["order"]`` places the task's shards in the set; by default the task index does)."""
+        """The records of the rows of ``block``.
+
+        Parameters
+        ----------
+        block
+            A block of rows.
+        notes
+            What the task reports beyond its shards: subclasses may add to it (``notes["order"]`` places the
+            task's shards in the set; by default the task index does).
+
+        Yields
+        ------
+        tuple of (object, bytes)
+            ``(key, payload)`` for each row.
+
+        Raises
+        ------
+        ParameterError
+            The rows have no ``data`` column, or a row with ``flag`` 0 has several labels.
+        """
         batch = BlockAccessor.for_block(block).to_batch_format("numpy")
         if "data" not in batch:
             raise ParameterError(f"write_recordio: the rows need a 'data' column (the record bytes); they have "
@@ -258,6 +352,35 @@ def write_recordio(ds: Dataset, path: str | os.PathLike, *, shard_size: ShardLim
 
     The manifest is ``NAME.manifest.json`` beside ``NAME_00000.rec``. On any failure, Ctrl-C included,
     this job's files are removed and the error is raised (an mxrec error from a task as itself).
+
+    Parameters
+    ----------
+    ds
+        The rows to write.
+    path
+        The set's ``.rec`` name, as for :class:`RecordSink`.
+    shard_size
+        Records or bytes per shard at most (:class:`RecordSink`); default: a shard per write task.
+    header
+        Pack IRHeaders from the label columns; default: when there is a ``label`` column.
+    ray_remote_args
+        Go to ``Dataset.write_datasink``, as does ``concurrency``.
+    concurrency
+        How many write tasks run at once.
+
+    Returns
+    -------
+    Manifest
+        ``NAME.manifest.json``'s content: the shards, their records and checksums.
+
+    Raises
+    ------
+    OptionError
+        ``path`` is a URL, or string keys are given with a ``shard_size``.
+    MissingFolderError
+        The output folder does not exist.
+    ParameterError
+        The rows have no ``data`` column, or a row with ``flag`` 0 has several labels.
     """
     sink = RecordSink(path, shard_size=shard_size, header=header)
     return sink.run(lambda: ds.write_datasink(sink, ray_remote_args=ray_remote_args, concurrency=concurrency))

@@ -309,6 +309,29 @@ class RecordSource(Datasource):
 
     The ``.idx`` files are read here, once, on the driver; :meth:`get_read_tasks` (which Ray calls several
     times) only cuts ranges. Each read task carries just its own keys and offsets.
+
+    Parameters
+    ----------
+    paths
+        The dataset, as :func:`read_recordio` takes it.
+    key_type
+        ``int`` or ``str`` ``.idx`` keys (an opened dataset's are its own).
+    header
+        ``False``: rows of ``key`` and the whole payload.
+    label_width
+        The labels each record must hold; ``None``: every label.
+    decode, bgr
+        An ``image`` column of pixels instead of ``data``; RGB unless ``bgr``.
+    channels
+        The images' channels: 1, 3 or 4.
+    storage_options
+        fsspec options for URLs, sent to the tasks too.
+
+    Raises
+    ------
+    ParameterError
+        ``storage_options`` given with a dataset already opened, ``label_width`` below 1, or ``decode``
+        without ``header``.
     """
 
     def __init__(self, paths: DatasetSpec, *, key_type: KeyType = int,
@@ -336,13 +359,43 @@ class RecordSource(Datasource):
         self.row_format = RowFormat(arrow_key, header, label_width, decode, channels, bgr)
 
     def estimate_inmemory_data_size(self) -> int:
+        """The bytes of the records to read (Ray sizes the read tasks by them).
+
+        Returns
+        -------
+        int
+            The records' bytes, or the files' sizes where there is no ``.idx``.
+        """
         return int(sum(int(s.extents.sum()) if s.extents is not None else s.size for s in self._shards))
 
     def get_name(self) -> str:
+        """The name Ray shows for the read (``ReadRecordIO``).
+
+        Returns
+        -------
+        str
+            ``"RecordIO"``.
+        """
         return "RecordIO"
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                        data_context: object | None = None) -> list[ReadTask]:
+        """The read tasks: ``.idx`` position ranges of about equal bytes, in dataset order (see the module doc).
+
+        Parameters
+        ----------
+        parallelism
+            The read tasks wanted; a shard without an ``.idx`` gets one of its own.
+        per_task_row_limit
+            At most this many rows per task (Ray's ``limit``).
+        data_context
+            Ray Data's context (``target_max_block_size`` sizes the blocks); default: the current one.
+
+        Returns
+        -------
+        list of ReadTask
+            One per range, each with its rows, bytes and files.
+        """
         context = data_context if data_context is not None else ray.data.DataContext.get_current()
         block_bytes = getattr(context, "target_max_block_size", None) or _DEFAULT_BLOCK_BYTES
         plans = self._plan(parallelism)
@@ -416,14 +469,42 @@ def read_recordio(paths: DatasetSpec, *,
     dataset already opened (``open_dataset``'s, a mixture: its sources' records once each, class labels moved by
     its label offsets), read with its own ``.idx`` tables and storage settings.
 
-    ``override_num_blocks``: the number of read tasks (default: Ray's choice from the data size); each
-    yields one block, or more when it holds more than ``DataContext.target_max_block_size`` bytes.
-    ``key_type``: ``int`` or ``str`` ``.idx`` keys. ``header=False``: rows are ``key`` and the whole
-    payload as ``data``. ``label_width``: ``None`` (default) reads every label of every record; ``k``
-    requires exactly ``k`` per record (MXNet's rule; ``1`` gives a plain ``float32`` column).
-    ``decode``: an ``image`` column of pixels (``channels`` 1, 3 or 4; RGB unless ``bgr``) instead of
-    ``data``. ``storage_options`` go to fsspec for URLs (credentials, endpoint), in the tasks too.
-    ``ray_remote_args`` and ``concurrency`` go to ``ray.data.read_datasource``.
+    Parameters
+    ----------
+    paths
+        The dataset: anything mxrec opens as one, a mixture, or a dataset already opened.
+    override_num_blocks
+        The number of read tasks (default: Ray's choice from the data size); each yields one block, or more
+        when it holds more than ``DataContext.target_max_block_size`` bytes.
+    key_type
+        ``int`` or ``str`` ``.idx`` keys.
+    header
+        ``False``: rows are ``key`` and the whole payload as ``data``.
+    label_width
+        ``None`` (default) reads every label of every record; ``k`` requires exactly ``k`` per record
+        (MXNet's rule; ``1`` gives a plain ``float32`` column).
+    decode
+        An ``image`` column of pixels instead of ``data``.
+    channels
+        1, 3 or 4, with ``decode``.
+    bgr
+        With ``decode``: OpenCV's BGR order instead of RGB.
+    storage_options
+        Go to fsspec for URLs (credentials, endpoint), in the tasks too.
+    ray_remote_args
+        Go to ``ray.data.read_datasource``, as does ``concurrency``.
+    concurrency
+        How many read tasks run at once.
+
+    Returns
+    -------
+    ray.data.Dataset
+        The records as rows, in dataset order (the columns: the module docstring).
+
+    Raises
+    ------
+    ParameterError
+        As :class:`RecordSource` raises it.
     """
     source = RecordSource(paths, key_type=key_type, header=header, label_width=label_width, decode=decode,
                           channels=channels, bgr=bgr, storage_options=storage_options)

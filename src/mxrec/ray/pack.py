@@ -140,14 +140,46 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
                   on_warning: Callable[[ImageNote], None] | None = None) -> PackResult:
     """:func:`mxrec.packing.job.pack_list` on a Ray cluster (see the module docstring); returns what it wrote.
 
-    ``rec_path`` (default: the ``.lst`` path with ``.rec``) names the shard set: ``NAME_00000.rec`` ... and
-    ``NAME.manifest.json``. ``blocks``: pack tasks (default: 4 per cluster CPU, at most one per image; with
-    a ``shard_limit`` of N records, one task per N images, so that the shards are a local pack's).
-    ``address``: the cluster, if this process is not connected yet (see :func:`~mxrec.ray.ray_session`).
-    ``progress(done, total)`` is called as images are packed; ``on_skip`` for each skipped image and
-    ``on_warning`` for each stored file that is no image, in ``.lst`` order, once the job is done. Raises
-    :class:`~mxrec.errors.PackError` with ``strict`` on the first such image a task meets, and when nothing
-    could be packed; a failed or interrupted job leaves no manifest and no shard.
+    A failed or interrupted job leaves no manifest and no shard.
+
+    Parameters
+    ----------
+    lst_path, root
+        The ``.lst`` and the folder its paths are relative to (visible to every node), as for
+        :func:`~mxrec.packing.job.pack_list`.
+    rec_path
+        Names the shard set: ``NAME_00000.rec`` ... and ``NAME.manifest.json``; default: the ``.lst`` path
+        with ``.rec``.
+    transform
+        What to do to each image; default: ``ImageTransform()``, im2rec's.
+    pack_label, strict
+        As for :func:`~mxrec.packing.job.pack_list`; with ``strict`` the job stops at the first bad image any
+        task meets.
+    shard_limit
+        At most this many records or bytes per shard; default: one shard per task.
+    blocks
+        Pack tasks (default: 4 per cluster CPU, at most one per image; with a ``shard_limit`` of N records,
+        one task per N images, so that the shards are a local pack's).
+    address
+        The cluster, if this process is not connected yet (see :func:`~mxrec.ray.ray_session`).
+    progress
+        Called as ``progress(done, total)`` as images are packed.
+    on_skip, on_warning
+        Called with the note of each skipped image, and of each stored file that is no image, in ``.lst``
+        order, once the job is done.
+
+    Returns
+    -------
+    PackResult
+        Records written, images skipped and why, the shards and the manifest.
+
+    Raises
+    ------
+    PackError
+        With ``strict``, on the first bad image a task meets; when the ``.lst`` has no entries, and when
+        nothing could be packed.
+    ClusterError
+        Nothing answers at ``address``.
     """
     lst_path = os.fspath(lst_path)
     rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
@@ -182,6 +214,25 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
 
 def pack_prefix_ray(prefix: str | os.PathLike, root: str | os.PathLike, transform: ImageTransform | None = None,
                     *, address: str | None = None, **options: Any) -> list[PackResult]:
-    """Pack every ``.lst`` matching ``prefix`` on a Ray cluster (:func:`pack_list_ray` options), in one session."""
+    """Pack every ``.lst`` matching ``prefix`` on a Ray cluster, in one session, each beside its ``.lst``.
+
+    Parameters
+    ----------
+    prefix
+        ``PREFIX.lst``, ``PREFIX_train.lst``, ... are packed (``mxrec pack --engine ray PREFIX ROOT``).
+    root
+        The images' folder, visible to every node.
+    transform
+        What to do to each image, as for :func:`pack_list_ray`.
+    address
+        The cluster, if this process is not connected yet.
+    **options
+        :func:`pack_list_ray`'s other options (``strict``, ``shard_limit``, ``blocks``, ...).
+
+    Returns
+    -------
+    list of PackResult
+        One per ``.lst``.
+    """
     with ray_session(address):
         return [pack_list_ray(lst, root, None, transform, **options) for lst in find_prefix_lists(prefix)]

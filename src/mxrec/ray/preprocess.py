@@ -72,7 +72,17 @@ def _column(table: pa.Table, name: str, what: str) -> list:
 class DecodeImages:
     """``map_batches`` step: the ``data`` column decoded into an ``image`` column of pixels (``data`` dropped).
 
-    ``channels``: 1 (grey, HW), 3 or 4; RGB(A) unless ``bgr`` (OpenCV's order, as MXNet's records hold).
+    Parameters
+    ----------
+    channels
+        1 (grey, HW), 3 or 4.
+    bgr
+        Keep OpenCV's order (as MXNet's records hold) instead of RGB(A).
+
+    Raises
+    ------
+    ParameterError
+        ``channels`` is not 1, 3 or 4.
     """
 
     def __init__(self, channels: int = 3, *, bgr: bool = False) -> None:
@@ -91,7 +101,13 @@ class DecodeImages:
 
 
 class TransformImages:
-    """``map_batches`` step: each ``data`` through ``transform`` (im2rec's decode, crop, resize, re-encode)."""
+    """``map_batches`` step: each ``data`` through ``transform`` (im2rec's decode, crop, resize, re-encode).
+
+    Parameters
+    ----------
+    transform
+        The per-image step, as a local ``mxrec pack`` applies it.
+    """
 
     def __init__(self, transform: ImageTransform) -> None:
         self.transform = transform
@@ -107,14 +123,32 @@ class TransformImages:
 class TrainImages:
     """``map_batches`` step: encoded images -> training samples, as ``mx.io.ImageRecordIter`` makes them.
 
-    ``data_shape`` is ``(channels, height, width)``; ``params`` are ``ImageRecordIter``'s augmentation and
-    normalisation parameters (``rand_crop``, ``rand_mirror``, ``resize``, ``mean_r``, ``std_r``, ...).
     Output rows: ``image`` ``(C, H, W)`` of ``dtype``, RGB, and the ``label``, ``key`` and ``id`` columns of
-    the input (those it has). ``label_width`` is ``ImageRecordIter``'s: a ``label`` holding every label
-    (:func:`~mxrec.ray.read_recordio`'s default) becomes ``float32``, one value per row for 1 (the
-    default), ``(label_width,)`` for more, and a record with another count is an error naming it;
-    ``None`` keeps the column as it is. Random choices: with a ``seed``, a pure function of ``(seed, epoch, record
-    id)`` (pass the epoch to get new ones); without, fresh for every batch, hence every epoch.
+    the input (those it has).
+
+    Parameters
+    ----------
+    data_shape
+        ``(channels, height, width)``.
+    dtype
+        The images' dtype.
+    seed
+        Random choices a pure function of ``(seed, epoch, record id)``; ``None``: fresh for every batch, hence
+        every epoch.
+    epoch
+        With a ``seed``: pass the epoch to get new random choices.
+    label_width
+        ``ImageRecordIter``'s: a ``label`` holding every label (:func:`~mxrec.ray.read_recordio`'s default)
+        becomes ``float32``, one value per row for 1, ``(label_width,)`` for more, and a record with another
+        count is an error naming it; ``None`` keeps the column as it is.
+    **params
+        ``ImageRecordIter``'s augmentation and normalisation parameters (``rand_crop``, ``rand_mirror``,
+        ``resize``, ``mean_r``, ``std_r``, ...).
+
+    Raises
+    ------
+    ParameterError
+        ``label_width`` below 1, or a parameter ``ImageRecordIter`` refuses.
     """
 
     def __init__(self, data_shape: Sequence[int], *, dtype: str = "float32", seed: int | None = None,
@@ -173,9 +207,30 @@ def split_for_ranks(ds: Dataset, ranks: int, *, remainder: Literal["drop", "pad"
                     locality_hints: list | None = None) -> list[DataIterator]:
     """One iterator per rank over ``ds``, each with the same number of rows (see the module docstring).
 
-    The iterators must be consumed concurrently (one per training worker). ``remainder="pad"`` needs
-    ``ds.count()``: free right after :func:`~mxrec.ray.read_recordio` (it comes from the ``.idx``), but
-    after a ``map_batches`` it runs the pipeline -- pad the read dataset, then map it.
+    The iterators must be consumed concurrently (one per training worker).
+
+    Parameters
+    ----------
+    ds
+        The dataset to split.
+    ranks
+        The ranks of the job.
+    remainder
+        ``"drop"``: leave out the rows that do not divide evenly; ``"pad"``: repeat the first rows instead.
+        ``"pad"`` needs ``ds.count()``: free right after :func:`~mxrec.ray.read_recordio` (it comes from the
+        ``.idx``), but after a ``map_batches`` it runs the pipeline -- pad the read dataset, then map it.
+    locality_hints
+        Go to ``Dataset.streaming_split``: the node of each rank's worker.
+
+    Returns
+    -------
+    list of ray.data.DataIterator
+        One per rank.
+
+    Raises
+    ------
+    ParameterError
+        ``ranks`` below 1, or ``remainder`` neither ``"drop"`` nor ``"pad"``.
     """
     if ranks < 1:
         raise ParameterError(f"split_for_ranks: ranks must be >= 1, not {ranks}")

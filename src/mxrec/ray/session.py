@@ -71,14 +71,30 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     """Within the block this process is a Ray driver; yields the ``ray`` module.
 
-    ``address``: the cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto`` for one started on this machine);
-    ``None`` is ``RAY_ADDRESS``, else a new single-machine Ray that mxrec starts for itself and stops at the
-    end of the block. That one listens on 127.0.0.1 only (gcs_server, raylet, workers: see
-    :func:`loopback_only`); a cluster at an address is its owner's to secure. If this
-    process is already connected, that connection is used and left open; a connection made here is closed
-    at the end of the block. SIGTERM then ends the process through cleanup code, as Ctrl-C does: the
+    If this process is already connected, that connection is used and left open; a connection made here is
+    closed at the end of the block. SIGTERM then ends the process through cleanup code, as Ctrl-C does: the
     caller's own SIGTERM handler if it had one (the command line raises ``KeyboardInterrupt``), else Ray's
     (``SystemExit``).
+
+    Parameters
+    ----------
+    address
+        The cluster (``HOST:PORT``, ``ray://HOST:PORT``, ``auto`` for one started on this machine); ``None`` is
+        ``RAY_ADDRESS``, else a new single-machine Ray that mxrec starts for itself and stops at the end of the
+        block. That one listens on 127.0.0.1 only (gcs_server, raylet, workers: see :func:`loopback_only`); a
+        cluster at an address is its owner's to secure.
+
+    Yields
+    ------
+    module
+        The ``ray`` module.
+
+    Raises
+    ------
+    ClusterError
+        ``address`` is malformed, nothing answers there, or Ray cannot connect to it.
+    MissingExtraError
+        Ray Data is not installed.
     """
     ray = require_ray()
     if ray.is_initialized():

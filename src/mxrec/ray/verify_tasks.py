@@ -48,10 +48,17 @@ def _contents_task(rec_path: str, spans: Sequence[framing.RecordSpan], first: in
 
 
 class RayContentScan:
-    """Collects the facts of a file's records on Ray tasks (``tasks``: default 4 per cluster CPU).
+    """Collects the facts of a file's records on Ray tasks.
 
     Pass it as ``verify_dataset(..., scan=RayContentScan())`` in a Ray session, or use
-    :func:`verify_dataset_ray`. ``storage_options`` reach the tasks, for URLs.
+    :func:`verify_dataset_ray`.
+
+    Parameters
+    ----------
+    tasks
+        Ray tasks per file (default: 4 per cluster CPU).
+    storage_options
+        fsspec options for URLs; they reach the tasks.
     """
 
     def __init__(self, tasks: int | None = None, storage_options: StorageOptions = None) -> None:
@@ -90,8 +97,34 @@ def verify_dataset_ray(spec: Any, idx_path: str | os.PathLike | None = None, key
                        **options: Any) -> Report | ShardSetReport:
     """:func:`mxrec.doctor.sets.verify` (one file or a shard set) with the per-record work on a Ray cluster.
 
-    ``options`` are :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s; ``address`` names the cluster if this
-    process is not connected yet; ``tasks``: Ray tasks per file scanned (default: 4 per cluster CPU).
+    Parameters
+    ----------
+    spec
+        One file or a shard set, as :func:`~mxrec.doctor.sets.verify` takes it.
+    idx_path
+        One file's ``.idx``; default: the one beside it, if present.
+    key_type
+        ``int`` or ``str`` ``.idx`` keys.
+    address
+        Names the cluster if this process is not connected yet.
+    tasks
+        Ray tasks per file scanned (default: 4 per cluster CPU).
+    storage_options
+        fsspec options for URLs, sent to the tasks too.
+    **options
+        :func:`~mxrec.doctor.verify_dataset.verify_dataset`'s.
+
+    Returns
+    -------
+    Report or ShardSetReport
+        The report of the file, or of each shard and the set.
+
+    Raises
+    ------
+    ManifestError
+        ``idx_path`` or ``lst`` given for a shard set.
+    ClusterError
+        Nothing answers at ``address``.
     """
     with ray_session(address):
         return verify_set(spec, idx_path, key_type, storage_options=storage_options,

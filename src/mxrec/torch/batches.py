@@ -12,7 +12,18 @@ from torch.utils.data import get_worker_info
 
 
 def batch_collate(batch: Any) -> Any:
-    """``DataLoader``'s ``collate_fn`` for datasets whose ``__getitems__`` returns a whole batch: it is ready."""
+    """``DataLoader``'s ``collate_fn`` for datasets whose ``__getitems__`` returns a whole batch: it is ready.
+
+    Parameters
+    ----------
+    batch
+        The batch ``__getitems__`` returned.
+
+    Returns
+    -------
+    Any
+        ``batch`` itself.
+    """
     return batch
 
 
@@ -31,6 +42,16 @@ def torch_batches(batches: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor, in
 
     The iterator never overwrites a batch buffer that a tensor still refers
     to, so the tensors stay valid for as long as they are kept.
+
+    Parameters
+    ----------
+    batches
+        An mxrec iterator (``ImageRecordIter``, say) of ``DataBatch`` es.
+
+    Yields
+    ------
+    tuple of (torch.Tensor, torch.Tensor, int)
+        ``(data, label, pad)`` of each batch.
     """
     for batch in batches:
         yield torch.from_numpy(batch.data[0]), torch.from_numpy(batch.label[0]), batch.pad

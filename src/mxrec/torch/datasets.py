@@ -36,7 +36,21 @@ from mxrec.transforms.rng import SampleRandom
 
 
 class RecordDataset(Dataset):
-    """Record ``i`` of a dataset (``index`` as ``RecordReader``'s), through ``transform`` if given."""
+    """Record ``i`` of a dataset, through ``transform`` if given.
+
+    Parameters
+    ----------
+    path
+        The dataset: a ``.rec`` (a path or URL), a shard set, a mixture file, or a dataset already opened.
+    index
+        Its ``.idx``, as ``RecordReader`` takes it.
+    transform
+        Applied to each record's payload.
+    storage_options
+        fsspec options for URLs.
+    cache_dir
+        A local folder that caches a remote dataset's blocks (shared by ``DataLoader`` workers).
+    """
 
     def __init__(self, path: DatasetSpec, index: Index = None, *, transform: Callable[[bytes], Any] | None = None,
                  storage_options: StorageOptions = None, cache_dir: str | None = None) -> None:
@@ -62,22 +76,56 @@ class ImageRecordDataset(ImageSamples, Dataset):
 
     See docs/torch.md for ``on_broken``, ``label_dtype`` and remote datasets.
 
-    ``preprocess``: ``ImageRecordIter``'s augmentation and normalisation
-    parameters (``data_shape`` required; ``random_resized_crop``,
-    ``min_random_area``, ``rand_mirror``, ``mean_r``, ``std_r``, ...,
-    ``label_width``; or ``aug_list``, your own augmentation steps, as the
-    iterator's), done as :class:`~mxrec.train.record_iter.ImageRecordIter`
-    does them (:class:`~mxrec.train.sample_loader.RecordSampleLoader`), into ``dtype``
-    (``float32``, ``uint8``, ...) CHW tensors; it takes no ``transform``.
-    Then a ``DataLoader`` batch is made whole by one worker, straight into a
+    With ``preprocess``, a ``DataLoader`` batch is made whole by one worker, straight into a
     tensor in shared memory, with no per-sample arrays and no collate copy:
     pass ``collate_fn=mxrec.torch.batch_collate`` (the default collate is
     refused: it would stack the images with the labels). This is the fast path of
     the map-style datasets; ``dtype="uint8"`` (normalise on the GPU) is
     faster still, and :func:`torch_batches` over an ``ImageRecordIter``
-    (threads, batch buffers reused) fastest. ``fast_decode: True`` among the
-    ``preprocess`` parameters decodes JPEGs reduced where ``resize`` or a
-    random-resized crop allows, as the iterator's ``fast_decode``.
+    (threads, batch buffers reused) fastest.
+
+    Parameters
+    ----------
+    path
+        The dataset: a ``.rec`` (a path or URL), a shard set, a mixture file, or a dataset already opened (read
+        as it is).
+    index
+        Its ``.idx``, as ``RecordReader`` takes it.
+    flag
+        ``1``: colour (HWC RGB); ``0``: grey (HW).
+    transform
+        Applied to each image (an :mod:`mxrec.transforms` step or any callable).
+    target_transform
+        Applied to each label.
+    seed
+        Keys the random transforms' streams, with the epoch and the record.
+    on_broken
+        An image that does not decode: ``"error"`` raises naming the record; ``"skip"`` warns, counts it in
+        ``skipped`` and takes the next decodable record in its place.
+    label_dtype
+        ``"float32"`` (as Gluon) or ``"int64"`` (class ids for ``CrossEntropyLoss``).
+    storage_options
+        fsspec options for URLs.
+    cache_dir
+        A local folder that caches a remote dataset's blocks (shared by ``DataLoader`` workers).
+    layout
+        ``"auto"``: a face set's face records only, each labelled with its identity; ``"plain"``: every record.
+    preprocess
+        ``ImageRecordIter``'s augmentation and normalisation parameters (``data_shape`` required;
+        ``random_resized_crop``, ``min_random_area``, ``rand_mirror``, ``mean_r``, ``std_r``, ...,
+        ``label_width``; or ``aug_list``, your own augmentation steps, as the iterator's), done as
+        :class:`~mxrec.train.record_iter.ImageRecordIter` does them
+        (:class:`~mxrec.train.sample_loader.RecordSampleLoader`), into ``dtype`` CHW tensors; it takes no
+        ``transform``. ``fast_decode: True`` among them decodes JPEGs reduced where ``resize`` or a
+        random-resized crop allows, as the iterator's ``fast_decode``.
+    dtype
+        The ``preprocess`` tensors' dtype (``float32``, ``uint8``, ...).
+
+    Raises
+    ------
+    ParameterError
+        ``preprocess`` given with ``transform`` or ``target_transform``; ``flag``, ``on_broken`` or
+        ``label_dtype`` not one of its values; ``preprocess`` parameters or ``dtype`` the loader refuses.
     """
 
     def __init__(self, path: DatasetSpec, index: Index = None, *, flag: int = 1, transform: Callable | None = None,
@@ -143,8 +191,19 @@ class ImageRecordDataset(ImageSamples, Dataset):
         return self._loader
 
     def attach_clock(self, clock: StageClock | None) -> None:
-        """Time each stage of the ``preprocess`` path into ``clock`` (:mod:`mxrec.train.timing`), in this
-        process only (``DataLoader`` workers make their own loader, untimed)."""
+        """Time each stage of the ``preprocess`` path, in this process only (``DataLoader`` workers make their own
+        loader, untimed).
+
+        Parameters
+        ----------
+        clock
+            Receives the stage times (:mod:`mxrec.train.timing`); ``None`` stops the timing.
+
+        Raises
+        ------
+        ParameterError
+            The dataset has no ``preprocess``.
+        """
         if self.preprocess is None:
             raise ParameterError("stage timing needs preprocess (the mxrec loader path)")
         self._clock = clock
@@ -197,9 +256,52 @@ def _refuse_default_collate(caller: Any) -> None:
 class ImageRecordIterable(ImageSamples, IterableDataset):
     """``(image, label)`` pairs of this rank's lock-step batches, split between ``DataLoader`` workers.
 
-    Pass the ``DataLoader``'s ``batch_size`` (see docs/torch.md); ``len``
-    is this rank's samples per epoch. ``drop_last`` drops the last incomplete
-    step of every epoch instead of filling it from the start of the order.
+    ``len`` is this rank's samples per epoch (see docs/torch.md).
+
+    Parameters
+    ----------
+    path
+        The dataset, as :class:`ImageRecordDataset` takes it.
+    index
+        Its ``.idx``.
+    batch_size
+        The ``DataLoader``'s ``batch_size``: each worker loads whole batches.
+    flag
+        ``1``: colour, ``0``: grey.
+    transform, target_transform
+        Applied to each image and to each label.
+    shuffle
+        Shuffle each epoch's order.
+    seed
+        Seeds the shuffle and keys the random transforms' streams.
+    rank, world_size
+        This rank of so many (defaults: :class:`~mxrec.torch.sampling.DistributedBatchSampler`'s).
+    drop_last
+        Drop the last incomplete step of every epoch instead of filling it from the start of the order.
+    shuffle_block
+        Records per shuffled block (``0``: a global shuffle); default: by where the data lies.
+    shuffle_window
+        Blocks open at a time in a block shuffle.
+    stick_to_shard
+        A fixed contiguous part per rank (DALI's mode).
+    pad_last_batch
+        With ``stick_to_shard``: equal parts, by repeating a part's last record.
+    on_broken
+        ``"skip"`` or ``"error"`` for an image that does not decode (see :class:`ImageRecordDataset`).
+    label_dtype
+        ``"float32"`` or ``"int64"``.
+    storage_options
+        fsspec options for URLs.
+    cache_dir
+        A local cache of a remote dataset's blocks.
+    layout
+        ``"auto"`` (a face set's faces) or ``"plain"`` (every record).
+
+    Raises
+    ------
+    ParameterError
+        ``flag``, ``on_broken`` or ``label_dtype`` not one of its values, ``batch_size`` below 1, ``rank`` not in
+        ``[0, world_size)``, or ``stick_to_shard`` over a mixture.
     """
 
     def __init__(self, path: DatasetSpec, index: Index = None, *, batch_size: int = 1, flag: int = 1,
@@ -230,12 +332,40 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
         return (0, 1) if info is None else (info.id, info.num_workers)
 
     def plans(self, worker: int = 0, num_workers: int = 1, start: int = 0) -> list:
-        """The batch plans worker ``worker`` of ``num_workers`` loads this epoch, from record ``start`` of the order."""
+        """The batches one ``DataLoader`` worker loads this epoch.
+
+        Parameters
+        ----------
+        worker
+            The worker, of ``num_workers``.
+        num_workers
+            The loader's workers.
+        start
+            The record of the epoch's order to start from.
+
+        Returns
+        -------
+        list
+            The worker's batch plans (:class:`~mxrec.io.order.ReadPlan`), in order.
+        """
         plans, _ = self.sampler.epoch(self.epoch, start=start)
         return plans[worker::num_workers]
 
     def positions(self, worker: int = 0, num_workers: int = 1) -> np.ndarray:
-        """The record positions worker ``worker`` of ``num_workers`` reads this epoch, in order."""
+        """The record positions one ``DataLoader`` worker reads this epoch.
+
+        Parameters
+        ----------
+        worker
+            Which worker (``0`` without workers).
+        num_workers
+            How many workers the loader has.
+
+        Returns
+        -------
+        numpy.ndarray
+            The positions, in order.
+        """
         plans = self.plans(worker, num_workers)
         return np.concatenate([p.positions for p in plans]) if plans else np.empty(0, np.int64)
 
@@ -264,19 +394,49 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
                 yield sample
 
     def position_after(self, epoch: int, steps: int) -> dict:
-        """The global position after ``steps`` batches per rank of ``epoch`` (of this pass), for an elastic resume."""
+        """The global position after some steps of an epoch, for an elastic resume.
+
+        Parameters
+        ----------
+        epoch
+            The epoch.
+        steps
+            Batches per rank of ``epoch`` (of this pass) done.
+
+        Returns
+        -------
+        dict
+            The position, for ``load_state_dict`` with any number of ranks.
+        """
         start = self._pass_start if epoch == self.epoch else 0
         return self.sampler.state(epoch, start + steps * self.sampler.step)
 
     def state_dict(self) -> dict:
-        """This copy's position (in a ``DataLoader`` worker: that worker's), JSON-serialisable."""
+        """This copy's position (in a ``DataLoader`` worker: that worker's).
+
+        Returns
+        -------
+        dict
+            The position, JSON-serialisable.
+        """
         worker, num_workers = self._worker()
         state = self.sampler.state(self.epoch, self._pass_start)
         state.update(worker=worker, num_workers=num_workers, yielded=self._yielded)
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from :meth:`state_dict` (same layout) or from a global position (any number of ranks)."""
+        """Continue from :meth:`state_dict` (same layout) or from a global position (any number of ranks).
+
+        Parameters
+        ----------
+        state
+            The position.
+
+        Raises
+        ------
+        ParameterError
+            ``state`` is one worker's with another layout, or no position of this dataset's order.
+        """
         epoch, consumed, _ = self.sampler.restore(state)
         self.set_epoch(epoch)
         skip = 0
@@ -298,6 +458,21 @@ class VerificationDataset(Dataset):
     ``ds.issame[k]`` (a bool tensor) says whether they show one person. Keep
     ``DataLoader(shuffle=False)`` so the embeddings come back in pair order.
     Transforms from :mod:`mxrec.transforms` work as in the other datasets.
+
+    Parameters
+    ----------
+    path
+        The ``.bin`` file.
+    image_size
+        ``(height, width)``, as :func:`~mxrec.train.face_pairs.load_verification_set` takes it; default: the images
+        as they are.
+    transform
+        Applied to each image.
+
+    Raises
+    ------
+    VerificationSetError
+        Anything malformed or not allowed in the file, naming it (and the image).
     """
 
     def __init__(self, path: str | os.PathLike, *, image_size: tuple[int, int] | None = None,

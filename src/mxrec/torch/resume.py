@@ -33,6 +33,22 @@ def loader_position(loader_state: dict) -> dict:
     :class:`ImageRecordIterable`: the batches the loader had delivered,
     converted to records of the epoch's order. Load the result into a new
     sampler or iterable (any number of ranks or workers) before making its loader.
+
+    Parameters
+    ----------
+    loader_state
+        A ``StatefulDataLoader``'s ``state_dict()``.
+
+    Returns
+    -------
+    dict
+        The position, for ``load_state_dict`` of a :class:`DistributedBatchSampler` or an
+        :class:`ImageRecordIterable`.
+
+    Raises
+    ------
+    ParameterError
+        The state holds no mxrec position.
     """
     states: list[dict] = []
 

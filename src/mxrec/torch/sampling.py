@@ -51,9 +51,38 @@ def follow_batch(reader: Records, indices: Sequence[int]) -> None:
 class DistributedBatchSampler(Sampler):
     """This rank's batches (lists of positions) of a map-style dataset: ``DataLoader(ds, batch_sampler=this)``.
 
-    ``dataset`` is the dataset (or its length). See docs/torch.md for
-    the order, ``set_epoch``, and resuming (``state_dict`` is the global
-    position after the batches this sampler has handed to the loader).
+    See docs/torch.md for the order, ``set_epoch``, and resuming (``state_dict`` is the global position after the
+    batches this sampler has handed to the loader).
+
+    Parameters
+    ----------
+    dataset
+        The dataset (or its length); an mxrec dataset's reader gives the epoch order and reads the batches ahead.
+    batch_size
+        Samples per batch.
+    shuffle
+        Shuffle the order each epoch.
+    seed
+        Seeds the shuffle (with the epoch).
+    rank, world_size
+        This rank of so many; default: those of an initialised ``torch.distributed``, else 0 of 1.
+    drop_last
+        Drop the last incomplete step of every epoch instead of filling it from the start of the order.
+    shuffle_block
+        Records per shuffled block (``0``: a global shuffle); default: global for local data, small blocks for
+        remote data.
+    shuffle_window
+        Blocks open at a time in a block shuffle (its sliding window; ``0``: the default width).
+    stick_to_shard
+        Give each rank a fixed contiguous part of the records instead (DALI's mode).
+    pad_last_batch
+        With ``stick_to_shard``: make the parts equal by repeating a part's last record (counted in ``pad``);
+        ``False``: cut them down to the shortest.
+
+    Raises
+    ------
+    ParameterError
+        ``batch_size`` below 1, ``rank`` not in ``[0, world_size)``, or ``stick_to_shard`` over a mixture.
     """
 
     def __init__(self, dataset: Sized | int, batch_size: int, *, shuffle: bool = True, seed: int = 0,
@@ -73,7 +102,13 @@ class DistributedBatchSampler(Sampler):
         self._taken = 0  # batches handed out in this run
 
     def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch``'s order; a position loaded for this very epoch is kept."""
+        """Use ``epoch``'s order; a position loaded for this very epoch is kept.
+
+        Parameters
+        ----------
+        epoch
+            The epoch about to start.
+        """
         if epoch != self.epoch:
             self.epoch, self._start, self._taken = epoch, 0, 0
 
@@ -89,10 +124,27 @@ class DistributedBatchSampler(Sampler):
             yield PlannedBatch(plan.positions.tolist(), self.plan)
 
     def state_dict(self) -> dict:
-        """The global position after the batches handed out (JSON-serialisable)."""
+        """The global position after the batches handed out.
+
+        Returns
+        -------
+        dict
+            The position, JSON-serialisable.
+        """
         return self.sampler.state(self.epoch, self._start + self._taken * self.sampler.step)
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from a position saved with this or another number of ranks / batch size."""
+        """Continue from a position saved with this or another number of ranks / batch size.
+
+        Parameters
+        ----------
+        state
+            A :meth:`state_dict`, or a global position (:func:`~mxrec.torch.resume.loader_position`).
+
+        Raises
+        ------
+        ParameterError
+            ``state`` is no mxrec position, of another version, or of another dataset or order.
+        """
         self.epoch, self._start, _ = self.sampler.restore(state)
         self._taken = 0

@@ -2,6 +2,8 @@
 
 * :mod:`~mxrec.train.sampler`: which records go into which batch, every epoch, on every rank.
 * :mod:`~mxrec.train.pipeline`: threads that decode samples straight into preallocated batch buffers.
+* :mod:`~mxrec.train.processes`: worker processes that build whole batches into shared memory, for machines where
+  the GIL binds (``ImageRecordIter(preprocess_processes=N)``).
 * :mod:`~mxrec.train.prefetch`: remote records fetched a batch at a time, ahead of decoding.
 * :mod:`~mxrec.train.augment`: MXNet's default augmenter (``aug_default``) as a list of steps
   (:func:`~mxrec.train.augment.default_steps`, to extend with your own for ``aug_list=``).

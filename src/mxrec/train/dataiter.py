@@ -68,8 +68,8 @@ class DataBatch:
 #: Names other loaders (PyTorch's ``DataLoader``, torchvision) use, and what the iterators call them: the hint
 #: for an unknown one, in place of a did-you-mean guess (``num_workers`` is not ``num_parts``).
 OTHER_LOADERS_NAMES = {
-    "num_workers": "{where} decodes and augments on threads, not in worker processes: their number is "
-                   "preprocess_threads",
+    "num_workers": "{where} decodes and augments on threads: their number is preprocess_threads "
+                   "(ImageRecordIter's worker processes, for where the GIL binds: preprocess_processes)",
     "prefetch_factor": "the batches loaded ahead are prefetch_buffer",
     "transform": "your own augmentation steps go in aug_list (mxrec.transforms.Step objects)",
     "transforms": "your own augmentation steps go in aug_list (mxrec.transforms.Step objects)",

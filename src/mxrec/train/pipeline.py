@@ -31,7 +31,7 @@ import sys
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -70,6 +70,15 @@ def check_on_broken(on_broken: object) -> None:
     """Raise :class:`~mxrec.errors.ParameterError` unless ``on_broken`` is ``"skip"`` or ``"error"``."""
     if on_broken not in ON_BROKEN:
         raise ParameterError(f"on_broken must be 'skip' or 'error', not {on_broken!r}")
+
+
+def check_pipeline(num_threads: int, prefetch: int, on_broken: object) -> None:
+    """Raise :class:`~mxrec.errors.ParameterError` for a thread count or prefetch below 1, or a wrong ``on_broken``."""
+    if num_threads < 1:
+        raise ParameterError(f"preprocess_threads must be >= 1, got {num_threads}")
+    if prefetch < 1:
+        raise ParameterError(f"prefetch_buffer must be >= 1, got {prefetch}")
+    check_on_broken(on_broken)
 
 
 def load_decodable(position: int, count: int, load: Callable[[int], T], *, on_broken: OnBroken,
@@ -133,11 +142,14 @@ class _Buffers:
 
     __slots__ = ("data", "index", "label")
 
-    def __init__(self, batch_size: int, sample_shape: tuple[int, ...], dtype: np.dtype, label_width: int,
-                 label_dtype: np.dtype) -> None:
-        self.data = np.empty((batch_size, *sample_shape), dtype)
-        self.label = np.empty((batch_size, label_width), label_dtype)
-        self.index = np.empty(batch_size, np.int64)
+    def __init__(self, data: np.ndarray, label: np.ndarray, index: np.ndarray) -> None:
+        self.data, self.label, self.index = data, label, index
+
+    @classmethod
+    def allocate(cls, batch_size: int, sample_shape: tuple[int, ...], dtype: np.dtype, label_width: int,
+                 label_dtype: np.dtype) -> _Buffers:
+        return cls(np.empty((batch_size, *sample_shape), dtype), np.empty((batch_size, label_width), label_dtype),
+                   np.empty(batch_size, np.int64))
 
     def unreferenced(self) -> bool:
         # 2 = this object's attribute + getrefcount's own argument.
@@ -158,11 +170,7 @@ class BatchPipeline:
                  dtype: np.dtype, label_width: int, label_dtype: str | np.dtype = "float32", num_threads: int,
                  prefetch: int, on_broken: OnBroken = "skip",
                  describe: Callable[[int], str] = str, chunks: ChunkLoader | None = None) -> None:
-        if num_threads < 1:
-            raise ParameterError(f"preprocess_threads must be >= 1, got {num_threads}")
-        if prefetch < 1:
-            raise ParameterError(f"prefetch_buffer must be >= 1, got {prefetch}")
-        check_on_broken(on_broken)
+        check_pipeline(num_threads, prefetch, on_broken)
         self._load = load
         self._chunks = chunks
         self.num_records = num_records
@@ -257,6 +265,38 @@ class BatchPipeline:
                        for start in range(0, len(plan), self._chunk)]
             self._in_flight.append((plan, buffers, futures))
 
+    def fill(self, plan: BatchPlan, data: np.ndarray, label: np.ndarray,
+             index: np.ndarray) -> list[tuple[int, Exception]]:
+        """Load ``plan`` into the given batch arrays now, on this pipeline's threads (what a worker process of
+        :mod:`mxrec.train.processes` does with each batch it is given).
+
+        Parameters
+        ----------
+        plan
+            The batch's slots.
+        data, label, index
+            ``(batch_size, *sample_shape)``, ``(batch_size, label_width)`` and ``(batch_size,)`` arrays.
+
+        Returns
+        -------
+        list
+            The ``(position, error)`` of each broken record skipped (:func:`report_skipped` reports them).
+
+        Raises
+        ------
+        Exception
+            The first error of a slot (every slot's task has finished by then).
+        """
+        buffers = _Buffers(data, label, index)
+        chunks = [(start, min(start + self._chunk, len(plan))) for start in range(0, len(plan), self._chunk)]
+        if self.num_threads == 1:
+            return [broken for start, stop in chunks for broken in self._load_slots(plan, buffers, start, stop)]
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.num_threads, thread_name_prefix="mxrec-load")
+        futures = [self._executor.submit(self._load_slots, plan, buffers, start, stop) for start, stop in chunks]
+        wait(futures)
+        return [broken for future in futures for broken in future.result()]
+
     def _buffers(self) -> _Buffers:
         """A free buffer set: the oldest handed-out one nobody refers to any more, or a new one."""
         handed_out = self._handed_out
@@ -268,7 +308,7 @@ class BatchPipeline:
         # Keep the list from growing without bound when the caller holds on to every batch.
         while len(handed_out) > self.prefetch + 2:
             handed_out.popleft()
-        return _Buffers(self.batch_size, self.sample_shape, self.dtype, self.label_width, self.label_dtype)
+        return _Buffers.allocate(self.batch_size, self.sample_shape, self.dtype, self.label_width, self.label_dtype)
 
     def _load_slots(self, plan: BatchPlan, buffers: _Buffers, start: int, stop: int) -> list[tuple[int, Exception]]:
         """Load slots ``start..stop-1`` of ``plan``; return the broken records skipped (position, error)."""

@@ -7,9 +7,10 @@ C, H, W)`` RGB in ``dtype``, labels ``(batch,)`` when ``label_width`` is 1
 else ``(batch, label_width)``. Epochs, shuffling, sharding and last batches
 follow :mod:`mxrec.train.sampler`, which documents where MXNet goes wrong and
 what happens here instead; decoding runs on :mod:`mxrec.train.pipeline`'s
-threads. Every random choice for a sample comes from a stream keyed by
+threads, or, with ``preprocess_processes``, in :mod:`mxrec.train.processes`'
+worker processes. Every random choice for a sample comes from a stream keyed by
 ``(seed_aug or seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), so a run
-is reproducible whatever ``preprocess_threads``.
+is reproducible whatever ``preprocess_threads`` and ``preprocess_processes``.
 
 ``path_imgrec`` may be anything :func:`mxrec.datasets.opening.open_dataset` opens:
 a local or remote ``.rec`` (``s3://...``), a shard set (glob, brace range,
@@ -38,8 +39,9 @@ from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import OTHER_LOADERS_NAMES, BatchIter, DataDesc, data_shape_of
 from mxrec.train.normalize import NormalizeParams
 from mxrec.train.params import check_aug_list, split_params
-from mxrec.train.pipeline import BatchPipeline, OnBroken
+from mxrec.train.pipeline import BatchPipeline, OnBroken, check_pipeline
 from mxrec.train.prefetch import BatchPrefetcher, lookahead
+from mxrec.train.processes import ProcessPipeline, RecordBatchRecipe
 from mxrec.train.sample_loader import RecordSampleLoader
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, LastBatch, resolve_parts
 from mxrec.train.timing import StageClock
@@ -90,7 +92,17 @@ class RecordIterParams:
     drop_last
         *mxrec*: drop each epoch's last incomplete step instead.
     preprocess_threads
-        Threads that decode and augment.
+        Threads that decode and augment (in each worker process, with ``preprocess_processes``).
+    preprocess_processes
+        *mxrec*: worker processes that build whole batches (:mod:`mxrec.train.processes`), for machines where
+        the GIL binds (small images: the per-sample Python is the cost). ``0`` (default): threads only. With
+        ``N`` > 0, batch ``b`` of an epoch is built by worker ``b mod N`` on ``preprocess_threads`` threads of
+        its own (``N * preprocess_threads`` in all: on small images ``preprocess_threads=1`` and one process a
+        core); the batches are byte-identical to the threads', and ``prefetch_buffer`` (at least 2 per worker)
+        are built ahead in shared memory.
+    preprocess_start_method
+        *mxrec*: how the worker processes start: ``"fork"``, ``"spawn"`` or ``"forkserver"``; default
+        ``"fork"`` where the platform has it, else ``"spawn"`` (which needs ``aug_list``'s steps to pickle).
     prefetch_buffer
         Batches loaded ahead.
     dtype
@@ -164,6 +176,8 @@ class RecordIterParams:
     round_batch: bool = True
     drop_last: bool = False
     preprocess_threads: int = 4
+    preprocess_processes: int = 0
+    preprocess_start_method: str | None = None
     prefetch_buffer: int = 4
     dtype: str | None = None
     on_broken: OnBroken = "skip"
@@ -198,6 +212,8 @@ class RecordIterParams:
         if self.ctx not in ("gpu", "cpu"):
             raise ParameterError(f"ctx must be 'gpu' or 'cpu', not {self.ctx!r}")
         check_layout_name(self.layout)
+        if self.preprocess_processes < 0:
+            raise ParameterError(f"preprocess_processes must be >= 0, got {self.preprocess_processes}")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -295,12 +311,13 @@ class ImageRecordIter(BatchIter):
             samples.close()
             raise ParameterError(f"{self._reader.path} is an InsightFace face set: one label per face (its identity), "
                                  f"so label_width must be 1, not {p.label_width}")
-        self._prefetcher = BatchPrefetcher(self._reader)
-        self._loader = RecordSampleLoader(
-            self._reader, self.augment_params, self.normalize_params, dtype=p.dtype or "float32",
-            label_width=p.label_width, labels=labels, labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug,
-            mean_image=mean_image, identities=self._faces is not None,
-            view=self._record_view, fast_decode=p.fast_decode, steps=p.aug_list)
+        loader_options = dict(dtype=p.dtype or "float32", label_width=p.label_width, labels=labels,
+                              labels_source=p.path_imglist, seed=p.seed, seed_aug=p.seed_aug, mean_image=mean_image,
+                              identities=self._faces is not None, fast_decode=p.fast_decode, steps=p.aug_list)
+        if not p.preprocess_processes:  # (worker processes fetch their batches' records themselves)
+            self._prefetcher = BatchPrefetcher(self._reader)
+        self._loader = RecordSampleLoader(self._reader, self.augment_params, self.normalize_params,
+                                          view=self._record_view, **loader_options)
         self.dtype = self._loader.dtype
         num_parts, part_index = resolve_parts(p.num_parts, p.part_index)
         if p.drop_last:
@@ -313,11 +330,21 @@ class ImageRecordIter(BatchIter):
                                last_batch=last_batch, stick_to_shard=p.stick_to_shard,
                                pad_last_batch=p.pad_last_batch, order=order)
         self._reader.follow(sampler.read_plan(lookahead(p.batch_size, p.prefetch_buffer)))
-        pipeline = BatchPipeline(self._loader.load, num_records=len(self._reader), batch_size=p.batch_size,
-                                 sample_shape=p.data_shape,
-                                 dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
-                                 prefetch=p.prefetch_buffer, on_broken=p.on_broken, describe=self.describe,
-                                 chunks=self._loader)
+        pipeline_options = dict(num_records=len(self._reader), batch_size=p.batch_size, sample_shape=p.data_shape,
+                                dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
+                                on_broken=p.on_broken)
+        pipeline: BatchPipeline | ProcessPipeline
+        if p.preprocess_processes:
+            check_pipeline(p.preprocess_threads, p.prefetch_buffer, p.on_broken)  # here, not in a worker
+            recipe = RecordBatchRecipe(self._reader, self.augment_params, self.normalize_params, loader_options,
+                                       pipeline_options)
+            pipeline = ProcessPipeline(recipe, processes=p.preprocess_processes, batch_size=p.batch_size,
+                                       sample_shape=p.data_shape, dtype=self.dtype, label_width=p.label_width,
+                                       prefetch=p.prefetch_buffer, describe=self.describe,
+                                       start_method=p.preprocess_start_method)
+        else:
+            pipeline = BatchPipeline(self._loader.load, prefetch=p.prefetch_buffer, describe=self.describe,
+                                     chunks=self._loader, **pipeline_options)
         label_shape = (p.batch_size,) if p.label_width == 1 else (p.batch_size, p.label_width)
         super().__init__(sampler, pipeline, [DataDesc(p.data_name, (p.batch_size, channels, height, width))],
                          [DataDesc(p.label_name, label_shape)])
@@ -337,13 +364,14 @@ class ImageRecordIter(BatchIter):
         return self._reader
 
     def attach_clock(self, clock: StageClock | None) -> None:
-        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing."""
+        """Time every stage of loading into ``clock`` (:mod:`mxrec.train.timing`); ``None`` stops timing.
+        With ``preprocess_processes``, only the waits for batches are timed (the stages run in the workers)."""
         self._loader.clock = clock
         self._pipeline.clock = clock
 
     def close(self) -> None:
-        """Stop the loading threads, and close the dataset if it was opened for the iterator (one handed in
-        opened stays open)."""
+        """Stop the loading threads (or worker processes), and close the dataset if it was opened for the
+        iterator (one handed in opened stays open)."""
         super().close()
         self._samples.close()
 
