@@ -19,7 +19,9 @@ Every path mxrec takes may be a local path, ``file://...``, or an fsspec URL
   (:mod:`mxrec.storage.remote`) retries instead, where the layers would otherwise
   multiply (measured: 25 requests and 40 s per failed read with s3fs's defaults).
 * path arithmetic that works on both kinds of path: :func:`join`, :func:`parent`, :func:`basename`,
-  :func:`absolute`, :func:`shown`.
+  :func:`absolute`, :func:`shown`, :func:`is_pattern`; and :func:`local_or_none`, for what only a file on this
+  machine has (its disk, a file read or written beside it without a request), so that no caller asks
+  :func:`is_url` itself.
 
 Operations on files (existence, reads, listings, uploads, moves) are :mod:`mxrec.storage.files` (any path) and
 :mod:`mxrec.storage.remote` (URLs).
