@@ -149,38 +149,6 @@ NOT_ABOUT_DATA = {
     ("ray/session.py", 'address.split("://", 1)'),  # a Ray cluster's address (ray://HOST:PORT), not data
 }
 
-#: ``(file, code)``: the branches on where data lives still outside the I/O layers, each to move behind a function
-#: of storage/io/datasets (issue 25 §4; suggested fixes in the comments). Empty it; never add to it.
-NOT_YET_MOVED = {
-    # interop: sets.spec_files/infer_format could take an io/datasets "expand the spec" function (datasets.shard_set
-    # already expands globs and lists); job.py's .labels beside the input: io.lists.label_names_path + storage
-    # files.exists; the upload staging: storage.commit.Commit (staging for a URL is its business)
-    ("interop/sets.py", "is_url(file)"),
-    ("interop/sets.py", "is_url(p)"),
-    ("interop/sets.py", "is_url(spec)"),
-    ("interop/sets.py", 'spec.partition("://")'),
-    ("interop/huggingface.py", "is_url(target)"),
-    ("interop/job.py", "is_url(rec_path)"),
-    ("interop/job.py", "is_url(candidate)"),
-    ("interop/job.py", "is_url(target)"),
-    ("interop/job.py", "is_url(out.path)"),
-    # doctor: the im2rec property file beside a local .rec: a storage.files read that answers None for a URL
-    ("doctor/dataset_info.py", "is_url(rec_path)"),
-    # probing: block_device could ask storage.filesystem.is_url (storage is below probing), or take local_path()
-    ("probing/machine.py", '"://" in path'),
-    # train: ImageIter's image path under path_root: mxrec.io.lists.image_path(root, name)
-    ("train/image_iter.py", "is_url(self.path_root)"),
-    # ray: local paths made absolute for the workers: mxrec.storage.filesystem.absolute(path); the sizes: a
-    # storage.files size(path); the reads of a remote piece: the Records contract (open_dataset(...).fetch)
-    ("ray/datasource.py", "is_url(shard.rec)"),
-    ("ray/datasource.py", "is_url(idx)"),
-    ("ray/datasource.py", "is_url(ref.rec)"),
-    ("ray/datasource.py", "is_url(piece.rec)"),
-    ("ray/pack.py", "is_url(root)"),
-    ("ray/datasink.py", "is_url(path)"),
-    ("ray/verify_tasks.py", "is_url(rec_path)"),
-}
-
 
 def url_branches(path: Path) -> list[tuple[int, str]]:
     """``(line, code)`` of each place in ``path`` that asks whether a path is remote: ``is_url(...)``,
@@ -209,19 +177,13 @@ def test_only_the_io_layers_ask_where_data_lives():
     """Where the bytes live is the business of :mod:`mxrec.storage`, :mod:`mxrec.io` and :mod:`mxrec.datasets`:
     consumers read through the :class:`~mxrec.io.records.Records` contract (``fetch``, ``follow``) and use their
     path functions (``join``, ``absolute``, ``shown``, ``image_path``...), which work for a path and a URL alike."""
-    found, seen = [], set()
+    found = []
     for p in sorted(PACKAGE.rglob("*.py")):
         rel = p.relative_to(PACKAGE).as_posix()
         if rel.split("/")[0] in IO_LAYERS:
             continue
-        for line, code in url_branches(p):
-            if (rel, code) in NOT_ABOUT_DATA | NOT_YET_MOVED:
-                seen.add((rel, code))
-            else:
-                found.append(f"{rel}:{line}: {code}")
+        found += [f"{rel}:{line}: {code}" for line, code in url_branches(p) if (rel, code) not in NOT_ABOUT_DATA]
     assert not found, f"asking whether data is remote outside {IO_LAYERS}: {found}"
-    moved = sorted(NOT_YET_MOVED - seen)
-    assert not moved, f"moved (take them off NOT_YET_MOVED in tests/test_layout.py): {moved}"
 
 
 def test_the_url_branch_check_finds_each_way_to_ask(tmp_path):

@@ -297,3 +297,12 @@ def test_a_shard_set_is_probed_as_one_dataset(tmp_path):
     from mxrec.probing.machine import block_device
 
     assert result.run.machine.device == block_device(str(tmp_path))  # the shards' folder's disk
+
+
+def test_a_urls_disk_is_none_and_a_file_url_is_its_local_path(tmp_path):
+    from mxrec.probing.machine import block_device
+
+    (tmp_path / "x.rec").write_bytes(b"")
+    assert block_device(f"file://{tmp_path}/x.rec") == block_device(str(tmp_path / "x.rec"))
+    for url in ("s3://bucket/x.rec", "http://127.0.0.1:9/x.rec"):
+        assert block_device(url) is None

@@ -64,7 +64,7 @@ from mxrec.io.remote_reader import RemoteRecordReader, warn_global_shuffle, wind
 from mxrec.io.shuffle_window import Pieces, ShuffleWindow
 from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.files import exists, glob, isdir, listdir, listing, read_bytes
-from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent, storage_of
+from mxrec.storage.filesystem import StorageOptions, basename, is_pattern, is_url, join, local_path, parent, storage_of
 
 _BRACE = re.compile(r"\{(\d+)\.\.(\d+)\}")
 _NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels", CHECKSUMS_SUFFIX)
@@ -168,15 +168,15 @@ def resolve_dataset(spec: str | os.PathLike | Sequence[str | os.PathLike],
         paths = [os.fspath(p) for p in spec]
         if not paths:
             raise ManifestError(None, "an empty list of shards is not a dataset")
-        return [Shard(p if is_url(p) else local_path(p)) for p in paths], None
+        return [Shard(local_path(p)) for p in paths], None
     spec = os.fspath(spec)
     if spec.endswith(MANIFEST_SUFFIX):
         return manifest_shards(spec, storage_options)[0], spec
     if _BRACE.search(spec):
         return _listed(expand_braces(spec), storage_options), None
-    if any(c in spec.partition("://")[2] if is_url(spec) else c in spec for c in "*?["):
+    if is_pattern(spec):
         folder = parent(spec)
-        if is_url(spec) and not any(c in folder.partition("://")[2] for c in "*?["):
+        if is_url(spec) and not is_pattern(folder):
             listed = listing(folder, storage_options)  # one listing: the shards, their sizes, sidecars, manifests
             found = [p for p in sorted(listed) if fnmatch.fnmatchcase(basename(p), basename(spec)) and _is_shard(p)]
             manifests = [p for p in sorted(listed) if p.endswith(MANIFEST_SUFFIX)]
@@ -251,7 +251,7 @@ def open_files(spec: str | os.PathLike | Sequence[str | os.PathLike], index: str
     storage_options = storage_of(storage_options)
     options = dict(storage_options=storage_options, cache_dir=BlockCache.from_setting(cache_dir, storage_options))
     if isinstance(spec, (str, os.PathLike)) and os.fspath(spec).endswith(".rec") and not _BRACE.search(
-            os.fspath(spec)) and not any(c in os.fspath(spec) for c in "*?["):
+            os.fspath(spec)) and not is_pattern(os.fspath(spec)):
         path = os.fspath(spec)
         try:
             return RecordReader(path, index, key_type, duplicates=duplicates, strict=strict, **options)

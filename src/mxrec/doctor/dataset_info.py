@@ -28,7 +28,7 @@ from mxrec.image.headers import image_shape
 from mxrec.image.signatures import SIGNATURE_BYTES, image_format
 from mxrec.io.index import resolve_index, try_read_index
 from mxrec.io.opener import RecordReader
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.filesystem import StorageOptions, local_or_none
 from mxrec.storage.memory_map import mapped
 
 
@@ -332,7 +332,8 @@ def face_layout_summary(rec_path: str, idx_path: str | None, key_type: KeyType,
     except ImageDecodeError:
         shape = None
     try:
-        prop = None if is_url(rec_path) else read_property(os.path.dirname(os.path.abspath(rec_path)))
+        local = local_or_none(rec_path)  # (the property file is read beside a local .rec only)
+        prop = None if local is None else read_property(os.path.dirname(os.path.abspath(local)))
     except LayoutError as exc:
         return LayoutSummary("insightface", faces.layout.identities, faces.layout.faces, shape,
                              problem=str(exc)), offsets

@@ -26,7 +26,7 @@ from mxrec.io.shards import ShardLimit, parse_shard_size
 from mxrec.packing.extract import dataset_stem
 from mxrec.storage.commit import Commit
 from mxrec.storage.files import open_input
-from mxrec.storage.filesystem import StorageOptions, is_url
+from mxrec.storage.filesystem import StorageOptions
 
 _OURS = ("key", "flag", "header_label", "id", "id2", "labels", "raw")
 
@@ -141,7 +141,7 @@ def from_hf_dataset(dataset: Any, target: str | os.PathLike, *, image_column: st
         staging = commit.staging_folder()
         task = Task(number=0, source_format="huggingface", spec=None, start=0, stop=total, target_format=RECORDIO,
                     staging=staging, limit=limit, storage_options=storage_options,
-                    upload=staging if is_url(target) else None)
+                    upload=commit.upload_folder())
         done = [0]
 
         def advance(count: int) -> None:

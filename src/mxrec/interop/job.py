@@ -57,7 +57,7 @@ from mxrec.packing.extract import dataset_stem, extract_records
 from mxrec.packing.prepare import ImageTransform
 from mxrec.storage.commit import Commit, numbered_files
 from mxrec.storage.files import read_bytes
-from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, parent
+from mxrec.storage.filesystem import StorageOptions, basename, join, local_or_none, parent
 
 MAX_SHARD_BYTES = 1 << 30  # foreign shards: about 1 GiB each at most unless told otherwise
 # A folder output is cut into at least this many shards by default (fewer only when it has fewer records): WebDataset's
@@ -209,8 +209,8 @@ def _output(source: Any, target: str, target_format: str, shard_size: Any,
         stem = name[:-len(next(s for s in suffixes if name.endswith(s)))]
         return OutputSet(format=target_format, path=parent(target), stem=stem, one_file=shard_size is None,
                          storage_options=storage_options)
-    if not is_url(target):
-        os.makedirs(target, exist_ok=True)
+    if (local := local_or_none(target)) is not None:  # (a URL's folders need no making)
+        os.makedirs(local, exist_ok=True)
     stem = dataset_stem(source.path if isinstance(source, Records) else source)
     return OutputSet(format=target_format, path=target, stem=stem, storage_options=storage_options)
 
@@ -244,8 +244,9 @@ def _class_names(source_format: str, spec: Any, given: dict[int, str] | None, fo
         return foreign.manifest.class_names
     if source_format == RECORDIO and isinstance(spec, (str, os.PathLike)):
         candidate = os.path.splitext(os.fspath(spec))[0] + LABELS_SUFFIX
-        if not is_url(candidate) and os.path.isfile(candidate):
-            return read_label_names(candidate)
+        local = local_or_none(candidate)
+        if local is not None and os.path.isfile(local):
+            return read_label_names(local)
     return None
 
 
@@ -417,8 +418,9 @@ def publish(job: Plan, results: list[TaskResult], commit: Commit, report: Report
 
 def write_class_names(rec_path: str, names: dict[int, str] | None) -> None:
     """Write ``NAME.labels`` beside a local ``NAME.rec`` when the classes have names."""
-    if names and not is_url(rec_path):
-        write_label_names(os.path.splitext(rec_path)[0] + LABELS_SUFFIX, names)
+    local = local_or_none(rec_path)
+    if names and local is not None:
+        write_label_names(os.path.splitext(local)[0] + LABELS_SUFFIX, names)
 
 
 def _notes(job: Plan, files: list[str], shard_size: Any) -> list[str]:
@@ -515,7 +517,7 @@ def convert(source: str | os.PathLike | Sequence[str | os.PathLike] | Records, t
     # machine may not see this one's disk); the shards are moved to their names only when every one is there.
     out = job.out
     commit = Commit(out.manifest() if job.sharded else out.path, storage_options)
-    upload = commit.staging_folder() if is_url(out.path) else None
+    upload = commit.upload_folder()
     try:
         tasks = job.tasks(commit.staging_folder() if upload is None else upload, upload)
         results = run(tasks, total=job.total, workers=workers, engine=engine, address=address, progress=progress)

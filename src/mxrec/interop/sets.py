@@ -34,7 +34,7 @@ from mxrec.errors import ManifestError, OptionError
 from mxrec.format.manifest import MANIFEST_SUFFIX, refuse_marker
 from mxrec.interop.formats import RECORDIO, format_names, format_of_name, get_format, known_formats
 from mxrec.storage.files import exists, glob, isdir, listdir, read_bytes
-from mxrec.storage.filesystem import StorageOptions, basename, is_url, join, local_path, parent
+from mxrec.storage.filesystem import StorageOptions, basename, is_pattern, join, local_or_none, local_path, parent
 
 MANIFEST = ".convert.json"
 META = ".mxrec"  # the folder beside the data that holds what is not data: manifests, DALI's indexes
@@ -165,9 +165,9 @@ def _from_manifest(path: str, storage_options: StorageOptions) -> ForeignSet:
     folder = data_folder(path)
     files = [join(folder, s["path"]) for s in manifest.shards]
     for shard, file in zip(manifest.shards, files, strict=True):
-        if not is_url(file):
+        if (local := local_or_none(file)) is not None:  # (a URL's sizes would cost a request each)
             try:
-                size = os.path.getsize(file)
+                size = os.path.getsize(local)
             except FileNotFoundError:
                 raise ManifestError(path, f"shard {file} is missing") from None
             if size != int(shard["bytes"]):
@@ -182,14 +182,14 @@ def resolve_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str,
     brace range, one file, or a list of files."""
     suffixes = get_format(fmt).suffixes
     if not isinstance(spec, (str, os.PathLike)):
-        files = [p if is_url(p) else local_path(p) for p in map(os.fspath, spec)]
+        files = [local_path(p) for p in map(os.fspath, spec)]
         return ForeignSet(fmt, files)
     spec = os.fspath(spec)
     if spec.endswith(MANIFEST):
         return _from_manifest(spec, storage_options)
     if "{" in spec and ".." in spec:
         return ForeignSet(fmt, expand_braces(spec))
-    if any(c in (spec.partition("://")[2] if is_url(spec) else spec) for c in "*?["):
+    if is_pattern(spec):
         files = [p for p in glob(spec, storage_options) if p.endswith(suffixes)]
         if not files:
             raise ManifestError(spec, f"the pattern matches no {'/'.join(suffixes)} file")
@@ -205,7 +205,7 @@ def resolve_set(spec: str | os.PathLike | Sequence[str | os.PathLike], fmt: str,
             found = _from_manifest(manifest, storage_options)
             if not exists(spec, storage_options) or [basename(f) for f in found.files] == [name]:
                 return found
-        return ForeignSet(fmt, [spec if is_url(spec) else local_path(spec)])
+        return ForeignSet(fmt, [local_path(spec)])
     if isdir(spec, storage_options):
         found = listdir(spec, storage_options)
         manifests = _manifests(spec, storage_options)

@@ -16,7 +16,7 @@ checklist -- and measures where the time goes, inside the real pipeline (the sta
 The subpackage is named ``probing`` so that ``mxrec.probe`` stays the function. Library code never prints.
 Records are opened with :func:`~mxrec.datasets.shard_set.open_dataset` and read through the
 :class:`~mxrec.io.records.Records` contract, whose :meth:`~mxrec.io.records.Records.io_stats` gives the
-remote requests and block-cache lookups. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`,
+remote requests and block-cache lookups. May import: :mod:`mxrec.errors`, :mod:`mxrec.storage`, :mod:`mxrec.format`,
 :mod:`mxrec.io`, :mod:`mxrec.datasets`, :mod:`mxrec.image`, :mod:`mxrec.transforms`, :mod:`mxrec.train`,
 :mod:`mxrec.doctor`.
 """

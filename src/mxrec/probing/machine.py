@@ -15,6 +15,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from mxrec.storage.filesystem import local_or_none
+
 SECTOR = 512
 
 
@@ -54,8 +56,10 @@ def physical_cores() -> int:
 def block_device(path: str) -> str | None:
     """The name of the disk (``sda``, ``nvme0n1``) that holds ``path`` (for a shard pattern, its folder), or
     ``None`` (a URL, tmpfs, overlay)."""
-    if "://" in path:
+    local = local_or_none(path)
+    if local is None:
         return None
+    path = local
     try:
         dev = os.stat(path if os.path.exists(path) else os.path.dirname(os.path.abspath(path))).st_dev
     except OSError:

@@ -59,7 +59,7 @@ from mxrec.io.shards import (
 from mxrec.io.writer import RecordWriter
 from mxrec.ray.session import task_errors
 from mxrec.storage.commit import Commit
-from mxrec.storage.filesystem import is_url
+from mxrec.storage.filesystem import local_or_none
 
 Notes = dict[str, Any]  # what a write task reports beyond its shards (see RecordSink.records)
 Staged = tuple[str, str, int, BlockChecksums | None]  # a task's shard: .rec and .idx in staging, records, checksums
@@ -98,10 +98,11 @@ class RecordSink(Datasink):
 
     def __init__(self, path: str | os.PathLike, *, shard_size: ShardLimit | int | str | None = None,
                  header: bool | None = None) -> None:
-        if is_url(path):
+        local = local_or_none(path)
+        if local is None:
             raise OptionError(f"{os.fspath(path)}: write_recordio writes to a folder every node sees (local or shared "
                               "file system); URLs are not supported as outputs")
-        self.rec_path = os.path.abspath(os.fspath(path))
+        self.rec_path = os.path.abspath(local)
         self.limit = _shard_limit(shard_size)
         self.header = header
         self.manifest_path = manifest_path(self.rec_path)

@@ -71,9 +71,9 @@ from mxrec.io.local_reader import LocalRecordReader
 from mxrec.io.opener import RecordReader
 from mxrec.io.records import Records
 from mxrec.io.remote_reader import RemoteRecordReader, record_ends
-from mxrec.storage.filesystem import StorageOptions, absolute, is_url
-from mxrec.storage.memory_map import mapped
-from mxrec.storage.remote_file import RemoteFile
+from mxrec.storage.files import size as file_size
+from mxrec.storage.filesystem import StorageOptions, absolute
+from mxrec.storage.memory_map import mapped, mapped_range
 
 _DEFAULT_BLOCK_BYTES = 128 << 20  # Ray Data's default target_max_block_size
 _INT64_MAX = 2**63 - 1
@@ -88,9 +88,9 @@ def dataset_shards(paths: str | os.PathLike | Sequence[str | os.PathLike],
     shards, manifest = resolve_dataset(paths, storage_options)
     found = []
     for shard in shards:
-        rec = shard.rec if is_url(shard.rec) else os.path.abspath(shard.rec)
+        rec = absolute(shard.rec)
         idx = resolve_index(rec, shard.idx, storage_options)
-        found.append(Shard(rec, idx if idx is None or is_url(idx) else os.path.abspath(idx), shard.records,
+        found.append(Shard(rec, None if idx is None else absolute(idx), shard.records,
                            shard.rec_bytes))
     return found, manifest
 
@@ -115,8 +115,7 @@ class _Shard:
 
 def _load_shard(ref: Shard, manifest: str | None, key_type: KeyType, storage_options: StorageOptions) -> _Shard:
     if ref.idx is None:
-        size = RemoteFile(ref.rec, storage_options).size if is_url(ref.rec) else os.path.getsize(ref.rec)
-        return _Shard(ref, None, None, None, size)
+        return _Shard(ref, None, None, None, file_size(ref.rec, storage_options))
     with RecordReader(ref.rec, ref.idx, key_type, storage_options=storage_options) as reader:  # its .idx checks
         keys = np.asarray(reader.keys) if isinstance(reader.keys, IntKeys) else list(reader.keys)
         offsets = reader.offsets
@@ -172,12 +171,12 @@ def _piece_bytes(piece: _Piece) -> Iterator[tuple[framing.Buffer, int]]:
     A local file is mapped whole; from a remote one exactly the piece's byte range is fetched (one ranged
     request), or the whole file when the piece is a whole shard without an ``.idx``.
     """
-    if piece.offsets is not None and is_url(piece.rec):
-        start = int(piece.offsets.min())
-        yield RemoteFile(piece.rec, piece.storage_options).fetch([(start, piece.end)])[0], start
+    if piece.offsets is None:
+        with mapped(piece.rec, piece.storage_options) as buf:
+            yield buf, 0
         return
-    with mapped(piece.rec, piece.storage_options) as buf:
-        yield buf, 0
+    with mapped_range(piece.rec, int(piece.offsets.min()), piece.end, piece.storage_options) as found:
+        yield found
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from mxrec.packing.prepare import ImageTransform
 from mxrec.ray.datasink import Notes, RecordSink
 from mxrec.ray.datasource import split_ranges
 from mxrec.ray.session import ProgressTally, default_tasks, job_context, ray_session, run_reporting
-from mxrec.storage.filesystem import is_url
+from mxrec.storage.filesystem import absolute
 
 _TALLY_EVERY = 16  # images a task packs between two progress reports
 
@@ -184,7 +184,7 @@ def pack_list_ray(lst_path: str | os.PathLike, root: str | os.PathLike, rec_path
     lst_path = os.fspath(lst_path)
     rec_path = os.fspath(rec_path) if rec_path is not None else os.path.splitext(lst_path)[0] + ".rec"
     transform = transform if transform is not None else ImageTransform()
-    root = os.fspath(root) if is_url(root) else os.path.abspath(root)
+    root = absolute(root)
     entries = read_pack_list(lst_path, root)
     if not entries:
         raise PackError(f"{lst_path}: no entries, nothing to pack")

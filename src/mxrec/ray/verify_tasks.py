@@ -30,23 +30,20 @@ from mxrec.format import framing
 from mxrec.format.idx import KeyType
 from mxrec.ray.datasource import split_ranges
 from mxrec.ray.session import default_tasks, ray_session, task_errors
-from mxrec.storage.filesystem import StorageOptions, is_url
-from mxrec.storage.memory_map import mapped
-from mxrec.storage.remote_file import RemoteFile
+from mxrec.storage.filesystem import StorageOptions, absolute
+from mxrec.storage.memory_map import mapped_range
 
 
 def _contents_task(rec_path: str, spans: Sequence[framing.RecordSpan], first: int, keys: list | None,
                    decode: bool, storage_options: StorageOptions) -> list[RecordContent]:
     """The facts of ``spans`` (positions from ``first``): the file mapped, or for a URL their bytes fetched."""
-    if not is_url(rec_path):
-        with mapped(rec_path) as buf:
+    with mapped_range(rec_path, spans[0].offset, spans[-1].end, storage_options) as (buf, base):
+        if not base:  # (the file mapped whole)
             return span_contents(buf, spans, first, keys, decode)
-    start = spans[0].offset
-    buf = RemoteFile(rec_path, storage_options).fetch([(start, spans[-1].end)])[0]
-    shifted = [framing.RecordSpan(s.offset - start, s.end - start, s.parts, s.length) for s in spans]
-    contents = span_contents(buf, shifted, first, keys, decode)
+        shifted = [framing.RecordSpan(s.offset - base, s.end - base, s.parts, s.length) for s in spans]
+        contents = span_contents(buf, shifted, first, keys, decode)
     for content in contents:
-        content.offset += start
+        content.offset += base
     return contents
 
 
@@ -70,7 +67,7 @@ class RayContentScan:
 
     def __call__(self, rec_path: str, spans: list[framing.RecordSpan], keys_by_offset: OffsetKeys | None, *,
                  decode: bool = False, progress: Callable[[int, int], None] | None = None) -> list[RecordContent]:
-        rec_path = rec_path if is_url(rec_path) else os.path.abspath(rec_path)
+        rec_path = absolute(rec_path)
         remote = ray.remote(_contents_task)
         sizes = np.fromiter((span.end - span.offset for span in spans), np.int64, len(spans))
         pending: dict[Any, int] = {}

@@ -145,6 +145,11 @@ class Commit:
         self._staging_made = True
         return self.staging
 
+    def upload_folder(self) -> str | None:
+        """Where writers upload the files they write on their own disk: the staging folder of a URL output;
+        ``None`` for a local output, whose :meth:`staging_folder` they write into directly."""
+        return self.staging_folder() if self.remote else None
+
     def finish(self, final: str) -> None:
         """``final``'s bytes are all written: a remote one is uploaded into the staging folder now (its spool file
         dropped, uploaded or not); a local one waits where it is."""

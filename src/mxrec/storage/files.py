@@ -1,9 +1,9 @@
 """Operations on a file wherever it lives: a local path goes to the operating system, a URL to the request layer.
 
 The helpers callers use for small files and listings, local or remote alike: :func:`exists`, :func:`isdir`,
-:func:`read_bytes`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`, :func:`listing`,
-:func:`walk`; :func:`local_file`, a path to hand a library that opens files itself; and :func:`spooled_folder`, a
-folder of output files written locally wherever it goes. A remote one goes
+:func:`read_bytes`, :func:`size`, :func:`open_input`, :func:`remove_file`, :func:`glob`, :func:`listdir`,
+:func:`listing`, :func:`walk`; :func:`local_file`, a path to hand a library that opens files itself; and
+:func:`spooled_folder`, a folder of output files written locally wherever it goes. A remote one goes
 through :mod:`mxrec.storage.remote` (retried, time-limited, checked); a remote :func:`open_input` reads through
 :class:`~mxrec.storage.remote_file.RemoteFile`, so a stream (a ``.lst``, a Parquet footer) is retried and checked
 range by range too.
@@ -63,6 +63,31 @@ def read_bytes(path: str, storage_options: StorageOptions = None) -> bytes:
         with open(local_path(path), "rb") as f:
             return f.read()
     return remote.read_whole(path, storage_options)
+
+
+def size(path: str, storage_options: StorageOptions = None) -> int:
+    """The file's size in bytes (a remote one: one request, retried).
+
+    Parameters
+    ----------
+    path
+        A local path or a URL.
+    storage_options
+        Options for a URL's file system.
+
+    Returns
+    -------
+    int
+        Its size.
+
+    Raises
+    ------
+    FileNotFoundError
+        No file there (the request layer's errors for a URL that fails otherwise).
+    """
+    if not is_url(path):
+        return os.path.getsize(local_path(path))
+    return RemoteFile(path, storage_options).size
 
 
 def open_input(path: str, mode: str = "rb", storage_options: StorageOptions = None, **kwargs: Any) -> IO:

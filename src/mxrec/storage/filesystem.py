@@ -19,7 +19,9 @@ Every path mxrec takes may be a local path, ``file://...``, or an fsspec URL
   (:mod:`mxrec.storage.remote`) retries instead, where the layers would otherwise
   multiply (measured: 25 requests and 40 s per failed read with s3fs's defaults).
 * path arithmetic that works on both kinds of path: :func:`join`, :func:`parent`, :func:`basename`,
-  :func:`absolute`, :func:`shown`.
+  :func:`absolute`, :func:`shown`, :func:`is_pattern`; and :func:`local_or_none`, for what only a file on this
+  machine has (its disk, a file read or written beside it without a request), so that no caller asks
+  :func:`is_url` itself.
 
 Operations on files (existence, reads, listings, uploads, moves) are :mod:`mxrec.storage.files` (any path) and
 :mod:`mxrec.storage.remote` (URLs).
@@ -67,6 +69,30 @@ def local_path(path: str | os.PathLike) -> str:
         if path.startswith(prefix):
             return path[len(prefix):]
     return path
+
+
+def local_or_none(path: str | os.PathLike) -> str | None:
+    """The local path ``open`` takes for ``path``; ``None`` for a URL.
+
+    For what only a file on this machine has: its disk, a file written or read beside it without a request.
+
+    Parameters
+    ----------
+    path
+        A local path, a ``file://`` URL or a URL.
+
+    Returns
+    -------
+    str or None
+        :func:`local_path` of ``path``, or ``None`` when fsspec must reach it (:func:`is_url`).
+    """
+    path = os.fspath(path)
+    return None if is_url(path) else local_path(path)
+
+
+def is_pattern(path: str) -> bool:
+    """Whether ``path`` (local or a URL: no scheme holds these) is a glob pattern: holds ``*``, ``?`` or ``[``."""
+    return any(c in path for c in "*?[")
 
 
 def protocol(url: str) -> str:

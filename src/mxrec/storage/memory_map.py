@@ -4,7 +4,8 @@ A mapping has no file position, so any number of threads can read it at once,
 and a forked child can go on using the mapping it inherited. :func:`mapped`
 also takes a URL, for the tools that read every byte of a file (the doctor,
 ``mxrec index``): the remote file is copied once, in large ranged reads, to a
-local temporary file that is mapped and removed afterwards.
+local temporary file that is mapped and removed afterwards; :func:`mapped_range`, for a task that reads one
+range, fetches just that range of a remote file.
 """
 
 from __future__ import annotations
@@ -53,6 +54,37 @@ def release(buf: mmap.mmap | bytes | None) -> None:
     if isinstance(buf, mmap.mmap):
         with contextlib.suppress(BufferError):
             buf.close()
+
+
+@contextlib.contextmanager
+def mapped_range(path: str | os.PathLike, start: int, end: int,
+                 storage_options: StorageOptions = None) -> Iterator[tuple[mmap.mmap | bytes, int]]:
+    """``(buffer, base)`` holding bytes ``start:end`` of the file for the block, file offset ``o`` at
+    ``buffer[o - base]``: a local file mapped whole (``base`` 0), from a remote one exactly that range (one ranged
+    request, ``base`` = ``start``).
+
+    Parameters
+    ----------
+    path
+        A local path or a URL.
+    start, end
+        The byte range wanted.
+    storage_options
+        Options for a URL's file system.
+
+    Returns
+    -------
+    Iterator[tuple[mmap.mmap | bytes, int]]
+        The buffer and the file offset of its first byte.
+    """
+    path = os.fspath(path)
+    if not is_url(path):
+        with mapped(path) as buf:
+            yield buf, 0
+        return
+    from mxrec.storage.remote_file import RemoteFile
+
+    yield RemoteFile(path, storage_options).fetch([(start, end)])[0], start
 
 
 @contextlib.contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ from mxrec.image.codec import decode_pixels, to_rgb
 from mxrec.io.lists import read_list
 from mxrec.io.order import ShuffledOrder
 from mxrec.storage.files import read_bytes
-from mxrec.storage.filesystem import StorageOptions, is_url, join
+from mxrec.storage.filesystem import StorageOptions, join
 from mxrec.train.dataiter import (
     AUGMENT_STREAM,
     OTHER_LOADERS_NAMES,
@@ -229,7 +228,7 @@ class ImageIter(BatchIter):
         return self._image_path(self._entries[self._keys[position]][1])
 
     def _image_path(self, name: str) -> str:
-        return join(self.path_root, name) if is_url(self.path_root) else os.path.join(self.path_root, name)
+        return join(self.path_root, name)
 
     def _load_sample(self, position: int, epoch: int, data: np.ndarray, label: np.ndarray) -> int:
         key = self._keys[position]
