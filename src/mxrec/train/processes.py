@@ -48,6 +48,7 @@ import multiprocessing
 import pickle
 import queue
 import signal
+import threading
 import traceback
 import weakref
 from collections.abc import Callable, Iterator
@@ -189,6 +190,22 @@ def _revive(portable: tuple) -> BaseException:
         return MxrecError(f"{qualname}: {message}")
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """``SIGINT`` ignored while a worker starts, so the worker inherits that (fork, and spawn: an ignored signal
+    stays ignored across ``exec``, and Python then installs no handler of its own) before any of its code runs;
+    off the main thread (where Python cannot change handlers) the worker's own first line does it."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:  # (None: set outside Python)
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _work(recipe: RecordBatchRecipe, layout: SlotLayout, slot_names: list[str], tasks: Any, results: Any,
           generation: Any) -> None:
     """A worker's loop: build each batch it is sent into its slot, until told to stop or the parent is gone."""
@@ -328,7 +345,8 @@ class ProcessPipeline:
                 names = [slot.name for slot in self._slots[w * k:(w + 1) * k]]
                 process = ctx.Process(target=_work, name=f"mxrec-worker-{w}", daemon=True,
                                       args=(self.recipe, self.layout, names, tasks, self._results, self._generation))
-                process.start()
+                with _sigint_ignored():  # from its first instruction on: a Ctrl-C during its start-up too
+                    process.start()
                 self._processes.append(process)
         finally:  # also when a start failed: what was made is stopped and freed with the pipeline
             self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._tasks, self._results,
