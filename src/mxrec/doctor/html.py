@@ -398,7 +398,7 @@ def line_chart(series: dict[str, Sequence[tuple[float, float]]], *, label: str, 
     Returns
     -------
     str
-        The ``<svg>``.
+        The ``<svg>``: a line per series, with its legend.
     """
     points = [p for values in series.values() for p in values]
     xs = [p[0] for p in points] or [0.0]
@@ -432,7 +432,7 @@ def scatter_chart(points: Sequence[tuple[float, float, float]], *, label: str, x
     Returns
     -------
     str
-        The ``<svg>``.
+        The ``<svg>``: a circle per point, with its tooltip.
     """
     xs = [p[0] for p in points] or [1.0]
     ys = [p[1] for p in points] or [1.0]

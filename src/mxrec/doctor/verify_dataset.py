@@ -98,12 +98,8 @@ def verify_recordio(rec_path: str | os.PathLike, idx_path: str | os.PathLike | N
 
     Parameters
     ----------
-    rec_path
-        The ``.rec`` (a path or URL).
-    idx_path
-        Its ``.idx``; default: the one beside it, if present.
-    key_type
-        Converts ``.idx`` keys (``int`` or ``str``).
+    rec_path, idx_path, key_type
+        As for :func:`verify_dataset`.
 
     Returns
     -------
