@@ -60,7 +60,7 @@ def storage_from(storage: StorageOptions = None, *, storage_options: StorageOpti
     Returns
     -------
     Storage
-        What :meth:`Storage.of <mxrec.storage.settings.Storage.of>` makes of the one given and the shorthands.
+        What :meth:`~mxrec.storage.settings.Storage.of` makes of the one given and the shorthands.
 
     Raises
     ------
