@@ -674,10 +674,8 @@ def read_mixture_file(path: str | os.PathLike, storage: StorageOptions = None) -
 
     Parameters
     ----------
-    path
-        The ``NAME.mix.json`` file (a path or URL).
-    storage
-        Storage settings for the file and its sources.
+    path, storage
+        As for :func:`parse_mixture_file`; the sources are opened with the same storage settings.
 
     Returns
     -------
