@@ -8,6 +8,8 @@ the same run (the server and the proxy share the machine's cores with the reader
 
 * ``local file``: ``ImageRecordIter`` over the local ``.rec`` (memory-mapped, globally shuffled);
 * ``S3, N ms``: the first epoch over S3 with the default block shuffle, at 0, 50 and 150 ms per request;
+* ``S3, 50 ms, with .checksums``: the same set uploaded with its checksums sidecar (as mxrec writes it), whose
+  1 MiB checksum blocks each read fetches whole to check them;
 * ``S3 + cache, 2nd epoch``: the epoch after one that filled a local block cache (no request);
 * ``torch, 2 workers``: ``ImageRecordDataset(preprocess=...)`` + ``DistributedBatchSampler`` +
   ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms, the workers sharing a fresh block
@@ -142,19 +144,24 @@ def main(argv: list[str] | None = None) -> int:
         server.put_object(bucket, "sorted.rec", local.read_bytes())
         server.put_object(bucket, "sorted.idx", local.with_suffix(".idx").read_bytes())
         url = f"s3://{bucket}/sorted.rec"
+        # The same set with the checksums sidecar mxrec writes beside it, as a user's upload would have it: its
+        # reads are checked block by block (1 MiB CRC-32C blocks), so each fetch covers whole checksum blocks.
+        summed = f"s3://{bucket}/summed.rec"
+        for suffix in (".rec", ".idx", ".checksums"):
+            server.put_object(bucket, "summed" + suffix, local.with_suffix(suffix).read_bytes())
         local_seconds = iterate(str(local), None)[0][0]
         rows.append(("local file (mmap, global shuffle)", local_seconds, None, None, None, "-"))
         with S3Proxy(server, bandwidth=int(args.bandwidth)) as proxy:
             options = proxy.storage_options()
 
-            def measured(name: str, work, anchor: str) -> float:
+            def measured(name: str, work, anchor: str, key: str = "sorted.rec") -> float:
                 mark = proxy.log.mark()
                 seconds, peak = work()
-                got = proxy.log.since(mark, method="GET", key="sorted.rec")
+                got = proxy.log.since(mark, method="GET", key=key)
                 rows.append((name, seconds, len(got), sum(r.sent for r in got) / size, peak, anchor))
                 return seconds
 
-            def first_epoch():
+            def first_epoch(url: str = url):
                 (seconds,), reader = iterate(url, options)
                 window = getattr(reader, "_window", None)
                 return seconds, window.stats["peak_bytes"] / budget if window is not None else None
@@ -163,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 proxy.latency = latency
                 measured(f"S3, {latency * 1000:.0f} ms, first epoch", first_epoch, "S3, 0 ms")
             proxy.latency = 0.05
+            measured("S3, 50 ms, with .checksums", lambda: first_epoch(summed), "S3, 0 ms", key="summed.rec")
             with tempfile.TemporaryDirectory(prefix="mxrec-cache-") as cache:
                 times, _ = iterate(url, options, cache=cache, epochs=2)
                 rows.append(("S3 + cache, 50 ms, 1st epoch", times[0], None, None, None, "S3, 0 ms"))

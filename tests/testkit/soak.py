@@ -307,13 +307,27 @@ def _read_back(soak: Soak, spec: str) -> list[bytes]:
 
 @contextlib.contextmanager
 def _whole_or_absent(soak: Soak, url: str) -> Iterator[None]:
-    """A failed output must leave nothing under its names."""
+    """A failed output leaves nothing under its names, or only what its error names (a cleanup that failed too)
+    and no reader takes for a whole output: the output itself, or the folder's shards by a glob, are refused."""
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         left = soak.left_under(url)
-        if left:
-            raise WrongData(f"a failed output left {left} under final names") from None
+        if not left:
+            raise
+        said = "\n".join([str(exc), *getattr(exc, "__notes__", ())])
+        unnamed = [key for key in left if key not in said]
+        if unnamed:
+            raise WrongData(f"a failed output left {unnamed} under final names, which its error does not name "
+                            f"({said!r})") from None
+        folder = url.rsplit("/", 1)[0]
+        specs = [url] + ([f"{folder}/*.rec"] if any(key.endswith(".rec") for key in left) else [])
+        for spec in specs:
+            try:
+                open_dataset(spec, storage=soak.direct)
+            except MxrecError:
+                continue
+            raise WrongData(f"a failed output left {left}, and {spec} opens as a whole dataset") from None
         raise
 
 
