@@ -14,6 +14,15 @@ from testkit.cli import run_cli, run_mxrec
 pytest_plugins = ["testkit.fixtures", "testkit.ray_cluster"]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that drive Ray (``ray``): the README's test command runs them in one process of their own
+    after the rest, which it runs in pytest-xdist workers (a Ray driver in an xdist worker that ran other tests
+    first has been seen to take the worker down)."""
+    for item in items:
+        if item.nodeid.startswith("tests/ray/") or {"ray_cluster", "ray_local"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.ray)
+
+
 @pytest.fixture
 def golden() -> Path:
     """``tests/data/golden``: files written by real MXNet 1.9.1 (see its README)."""

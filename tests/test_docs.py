@@ -15,8 +15,10 @@ DOCS = ROOT / "docs"
 PACKAGE = Path(mxrec.__file__).parent
 NEWCOMER_COMMANDS = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[image]' && python examples/quickstart.py",
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[image,test]' torch==2.13.0 && python -m pytest",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[image,test]' torch==2.13.0 && "
+    'python -m pytest -n 3 -m "not ray" && python -m pytest -m ray',
 ]
+TEST_COMMAND = 'python -m pytest -n 3 -m "not ray" && python -m pytest -m ray'  # the tests, as CI runs them
 
 
 def nav_pages() -> list[str]:
@@ -74,3 +76,8 @@ def test_public_names_the_readme_shows_are_exported():
     for name in re.findall(r"`mxrec\.(\w+)", readme):
         assert hasattr(mxrec, name) or (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").exists(), name
     assert not (PACKAGE / "info.py").exists() and not (PACKAGE / "verify.py").exists()
+
+
+def test_ci_runs_the_readmes_test_command():
+    assert NEWCOMER_COMMANDS[1].endswith(" && " + TEST_COMMAND)
+    assert TEST_COMMAND in [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]

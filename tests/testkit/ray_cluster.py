@@ -698,8 +698,10 @@ def crash_worker_once(marker: str | os.PathLike[str], exit_code: int = 1) -> boo
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``slow`` marker (the Ray tests are; ``-m 'not slow'`` leaves them out)."""
+    """Register the ``slow`` marker (the Ray tests are; ``-m 'not slow'`` leaves them out) and ``ray``."""
     config.addinivalue_line("markers", "slow: starts real processes or clusters; deselect with -m 'not slow'")
+    config.addinivalue_line("markers", "ray: drives Ray (a test cluster or an in-process Ray); run apart from "
+                                       "pytest-xdist workers: -m ray")
 
 
 @pytest.fixture(scope="session")
