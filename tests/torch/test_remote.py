@@ -3,6 +3,10 @@ iterators do: a block-shuffled epoch transfers the file about once (counted by t
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +37,40 @@ def test_sampler_gives_the_map_style_dataset_a_read_ahead_window_with_its_batche
     gets = s3_server.log.since(mark, method="GET", key="photos.rec")
     transferred = sum(r.length or 0 for r in gets)
     assert transferred <= 1.1 * size, f"{transferred} bytes for a {size}-byte file in {len(gets)} requests"
+
+
+FORKED_WORKERS = """
+import json, sys, tempfile
+from torch.utils.data import DataLoader
+from mxrec import ImageRecordIter
+from mxrec.torch import DistributedBatchSampler, ImageRecordDataset, batch_collate
+url, options = sys.argv[1], json.loads(sys.argv[2])
+for _ in ImageRecordIter(path_imgrec=url, data_shape=(3, 16, 16), batch_size=16, resize=16, shuffle=True,
+                         storage_options=options):
+    pass
+for cache in (tempfile.mkdtemp(), None, None):
+    ds = ImageRecordDataset(url, storage_options=options, cache_dir=cache,
+                            preprocess={"data_shape": (3, 16, 16), "resize": 16})
+    sampler = DistributedBatchSampler(ds, 16, shuffle=True, seed=1, rank=0, world_size=1)
+    loader = DataLoader(ds, batch_sampler=sampler, num_workers=2, collate_fn=batch_collate,
+                        multiprocessing_context="fork")
+    print(sum(len(labels) for _, labels in loader))
+"""
+
+
+def test_forked_workers_after_the_parent_read_print_nothing_of_the_parents_connections(s3_proxy, s3_bucket,
+                                                                                      tmp_path: Path):
+    """The parent reads S3 (its connections, on fsspec's event loop), then fork DataLoader workers read it too,
+    with a block cache and without: the workers' copies of the parent's connections are never closed on a loop the
+    worker does not run (aiohttp printed "Task exception was never retrieved ... attached to a different loop")."""
+    rec = tmp_path / "photos.rec"
+    make_photo_set(rec, 300)
+    s3_proxy.server.put_object(s3_bucket, "photos.rec", rec.read_bytes())
+    s3_proxy.server.put_object(s3_bucket, "photos.idx", rec.with_suffix(".idx").read_bytes())
+    done = subprocess.run([sys.executable, "-c", FORKED_WORKERS, f"s3://{s3_bucket}/photos.rec",
+                           json.dumps(s3_proxy.storage_options())],
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["304"] * 3  # 19 batches of 16 (the last filled from the start of the order)
+    assert "Task exception was never retrieved" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -51,6 +51,10 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "http": "http", "h
 _filesystems: dict[tuple, Any] = {}
 _HOST_FREE = ("s3", "s3a", "gs", "gcs", "http", "https", "memory", "az", "abfs", "abfss")
 _filesystems_pid = [os.getpid()]
+# A forked child's copies of its parent's file systems: kept, never used and never closed. Dropped, their
+# finalizers would close the parent's sessions on an event loop this process does not run (aiohttp then prints
+# "Task exception was never retrieved ... attached to a different loop" in every DataLoader worker).
+_inherited: list[Any] = []
 _lock = threading.Lock()
 
 
@@ -122,6 +126,7 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> tuple[Any, s
     key = (scheme, host, settings.options_key())
     with _lock:
         if _filesystems_pid[0] != pid:
+            _inherited.extend(_filesystems.values())
             _filesystems.clear()
             _filesystems_pid[0] = pid
         fs = _filesystems.get(key)
