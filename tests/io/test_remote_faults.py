@@ -23,6 +23,7 @@ from mxrec.errors import RemoteError
 from mxrec.io.opener import RecordReader
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.faults import is_transient
+from mxrec.storage.settings import ENV_REQUESTS
 from testkit.cli import mxrec_env
 from testkit.datasets import random_payloads, upload_indexed, write_indexed
 from testkit.servers import HTTPServer
@@ -141,15 +142,16 @@ def test_writing_to_http_is_refused_before_any_work(http_server, local, tmp_path
 # -- unreachable hosts, no JVM: one line naming the URL and the cause
 
 
-def test_unreachable_hosts_are_one_line_naming_url_and_cause(tmp_path):
+def test_unreachable_hosts_are_one_line_naming_url_and_cause(tmp_path, mxrec_cli, monkeypatch):
     """Regression: an unreachable webhdfs:// host was reported as 'no .lst file starts with the prefix',
-    'matches no .rec file' or 'missing'."""
+    'matches no .rec file' or 'missing'. (Two attempts each: what is said after the last is the point.)"""
+    monkeypatch.setenv(ENV_REQUESTS, "attempts=2,backoff=0.01")
     base = f"webhdfs://127.0.0.1:{closed_port()}/d"
     cases = [("pack", f"{base}/train", str(tmp_path)), ("verify", f"{base}/*.rec", "--no-progress"),
              ("info", f"{base}/train"), ("info", f"{base}/train.rec"),
              ("info", f"http://127.0.0.1:{closed_port()}/d/train.rec")]
     for args in cases:
-        done = mxrec(*args)
+        done = mxrec_cli(*args)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, (args, done.stderr)
         assert args[1].split("*")[0].rsplit("/", 1)[0] in lines[0] and "cannot connect" in lines[0], (args, lines)
