@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -195,12 +196,44 @@ def test_stop_leaves_no_process_and_no_temp_dir(ray_cluster: LocalRayCluster) ->
         assert {"gcs_server", "raylet"} <= names, names
         assert not session_pids & {p.pid for p in procs}
         cluster.assert_loopback_only()
+        watchdog = cluster._watchdog
+        assert watchdog is not None and watchdog.poll() is None
     assert_processes_gone(procs, timeout=1.0)
     assert ray_processes(marker=temp_root) == []
     assert not temp_root.exists()
+    assert watchdog.poll() is not None  # stop() ended the watchdog too
     # The session cluster was not touched.
     assert {"gcs_server", "raylet"} <= {p.name for p in ray_cluster.processes()}
     ray_cluster.assert_loopback_only()
+
+
+OWNER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from testkit.ray_cluster import LocalRayCluster
+cluster = LocalRayCluster(num_cpus=1).start()
+print(cluster.session_id, cluster.temp_root, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_owner_leaves_no_process_and_no_temp_dir() -> None:
+    """A test process killed before its teardown (SIGKILL, a crashed pytest-xdist worker) cannot stop its cluster:
+    the cluster's watchdog does, once the owner is gone."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(TESTS)], stdout=subprocess.PIPE, text=True,
+                             env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+    try:
+        session, temp_root = owner.stdout.readline().split()
+        assert {p.name for p in ray_processes(session=int(session))} >= {"gcs_server", "raylet"}
+    finally:
+        owner.kill()
+        owner.wait(10)
+    deadline = time.monotonic() + 30
+    while (ray_processes(session=int(session)) or Path(temp_root).exists()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray_processes(session=int(session), marker=temp_root) == []
+    assert not Path(temp_root).exists()
 
 
 @pytest.mark.slow

@@ -397,6 +397,33 @@ def _private_temp_root(prefix: str) -> Path:
 # The cluster
 
 
+def reap_when_gone(owner: int, session: int, marker: str, root: str, *, poll: float = 0.5) -> None:
+    """Wait until process ``owner`` is gone, then stop the Ray processes of ``session``/``marker`` (as
+    :meth:`LocalRayCluster.stop` finds them) and remove ``root``: what a cluster's watchdog runs, so that a test
+    process killed before its fixtures' teardown (SIGKILL, a crashed pytest-xdist worker) leaves no gcs_server or
+    raylet behind. Bounded by the owner's life, then by a few seconds."""
+    while True:
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        time.sleep(poll)
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        procs = ray_processes(session=session, marker=marker)
+        _signal(procs, sig)
+        _wait_gone(procs, wait)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+# The watchdog's arguments travel in its environment: its command line must not name the cluster's temp dir, or
+# ray_processes would count it among the cluster's processes.
+_WATCHDOG = ("import os; from testkit.ray_cluster import reap_when_gone; "
+             "owner, session, marker, root = os.environ['TESTKIT_RAY_REAP'].split(os.pathsep); "
+             "reap_when_gone(int(owner), int(session), marker, root)")
+
+
 class LocalRayCluster:
     """A single-node Ray cluster started with ``ray start --head``, bound to 127.0.0.1, private to its owner.
 
@@ -433,6 +460,7 @@ class LocalRayCluster:
         self.session_id: int | None = None
         self.startup_seconds: float | None = None
         self._known: dict[tuple[int, int], ClusterProcess] = {}
+        self._watchdog: subprocess.Popen | None = None  # reaps the cluster if this process dies first
 
     # -- paths and environment ---------------------------------------------------------------------------------
 
@@ -529,6 +557,15 @@ class LocalRayCluster:
                 raise RuntimeError(f"ray start {why} after {time.monotonic() - started:.1f}s:\n{self._log_tail()}")
             self.startup_seconds = time.monotonic() - started
             self.processes()  # remember what runs now, for stop()
+            # A session of its own (a Ctrl-C to the test's group does not reach it); stopped first by stop().
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-c", _WATCHDOG],
+                env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                                                  *sys.path]),
+                     "TESTKIT_RAY_REAP": os.pathsep.join([str(os.getpid()), str(self.session_id),
+                                                          str(self.temp_dir), str(self.temp_root)])},
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
         except BaseException:
             self.stop()
             raise
@@ -562,6 +599,10 @@ class LocalRayCluster:
         """
         if self.temp_root is None:
             return
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait(5)
+            self._watchdog = None
         procs = list({**self._known, **{(p.pid, p.start_ticks): p for p in self.processes()}}.values())
         is_raylet = [p for p in procs if p.name == "raylet"]
         is_gcs = [p for p in procs if p.name == "gcs_server"]
