@@ -21,7 +21,14 @@ import threading
 
 import numpy as np
 
+from mxrec.errors import OptionError, RecordKeyError
 from mxrec.format.idx import IntKeys
+
+
+def check_duplicates_rule(duplicates: object) -> None:
+    """Refuse a reader's ``duplicates=`` other than ``"error"`` (a duplicated key fails) or ``"last"`` (it wins)."""
+    if duplicates not in ("error", "last"):
+        raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
 
 
 def as_int_key(key: object) -> int | None:
@@ -67,6 +74,13 @@ class KeyStore:
             except TypeError:  # unhashable: no such key
                 pass
         raise KeyError(key)
+
+    def position_in(self, source: str, key: object) -> int:
+        """As :meth:`position`, a missing key raised as :class:`~mxrec.errors.RecordKeyError` naming ``source``."""
+        try:
+            return self.position(key)
+        except KeyError:
+            raise RecordKeyError(source, key=key) from None
 
     def unique(self) -> bool:
         """Whether no key appears twice."""

@@ -37,20 +37,13 @@ from typing import Literal
 
 import numpy as np
 
-from mxrec.errors import (
-    ClosedFileError,
-    IndexFileError,
-    OptionError,
-    RecordFormatError,
-    RecordKeyError,
-    RecordPositionError,
-)
+from mxrec.errors import ClosedFileError, IndexFileError, RecordFormatError, RecordPositionError
 from mxrec.format import framing
 from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for
 from mxrec.io.checksummed import local_verifier, records_between
 from mxrec.io.index import check_offset_range, read_index, resolve_index
-from mxrec.io.keys import KeyStore
+from mxrec.io.keys import KeyStore, check_duplicates_rule
 from mxrec.io.records import Records
 from mxrec.storage.filesystem import StorageOptions, local_path, storage_of
 from mxrec.storage.memory_map import map_file, prefault, release
@@ -104,8 +97,7 @@ class LocalRecordReader(Records):
                  storage: StorageOptions = None) -> None:
         self.path = local_path(path)
         self.storage = storage_of(storage)
-        if duplicates not in ("error", "last"):
-            raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
+        check_duplicates_rule(duplicates)
         if index is True:
             index = index_path_for(self.path)
             if not os.path.exists(index):
@@ -283,10 +275,7 @@ class LocalRecordReader(Records):
 
     def position(self, key: object) -> int:
         """Position of the record with ``key`` (the last one when duplicates are allowed)."""
-        try:
-            return self._key_store.position(key)
-        except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key=key) from None
+        return self._key_store.position_in(self.index_path or self.path, key)
 
     @property
     def nbytes(self) -> int:

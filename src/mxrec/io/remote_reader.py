@@ -43,9 +43,7 @@ import numpy as np
 from mxrec.errors import (
     ClosedFileError,
     IndexFileError,
-    OptionError,
     RecordFormatError,
-    RecordKeyError,
     RecordPositionError,
     RemoteNotFoundError,
     TruncatedRecordError,
@@ -55,7 +53,7 @@ from mxrec.format.checksums import BlockChecksums
 from mxrec.format.idx import Index, IntKeys, KeyType, index_path_for, parse_index
 from mxrec.io.checksummed import local_verifier, records_between
 from mxrec.io.index import check_offset_range
-from mxrec.io.keys import KeyStore
+from mxrec.io.keys import KeyStore, check_duplicates_rule
 from mxrec.io.order import ReadPlan
 from mxrec.io.records import IOStats, Records, blocks_of
 from mxrec.io.shuffle_window import Pieces, ShuffleWindow
@@ -144,8 +142,7 @@ class RemoteRecordReader(Records):
                  storage_options: StorageOptions = None, cache_dir: str | os.PathLike | BlockCache | None = None,
                  size: int | None = None, version: str | None = None,
                  checksums: BlockChecksums | bool | None = None) -> None:
-        if duplicates not in ("error", "last"):
-            raise OptionError(f"duplicates must be 'error' or 'last', not {duplicates!r}")
+        check_duplicates_rule(duplicates)
         self.path = os.fspath(path)
         self.key_type = key_type
         self.duplicates = duplicates
@@ -262,10 +259,7 @@ class RemoteRecordReader(Records):
 
     def position(self, key: object) -> int:
         """Position of the record with ``key`` (the last one when duplicates are allowed)."""
-        try:
-            return self._key_store.position(key)
-        except KeyError:
-            raise RecordKeyError(self.index_path or self.path, key=key) from None
+        return self._key_store.position_in(self.index_path or self.path, key)
 
     def __getitem__(self, position: int) -> bytes:
         return self.read_batch([position])[0]

@@ -96,12 +96,8 @@ class ShuffleWindow:
         if shuffle_block < 1 or capacity < 1 or in_flight < 1:
             raise OptionError(f"a shuffle window needs shuffle_block >= 1, capacity >= 1 and in_flight >= 1, got "
                               f"{shuffle_block}, {capacity} and {in_flight}")
-        self.shuffle_block = shuffle_block
-        self.capacity = capacity
-        self.order = order
-        self.budget = budget
-        self.in_flight = in_flight
-        self.slack = slack
+        self.shuffle_block, self.capacity, self.order = shuffle_block, capacity, order
+        self.budget, self.in_flight, self.slack = budget, in_flight, slack
         self._locate: Callable[[int], Pieces] | None = None
         self._reset()
 
