@@ -84,10 +84,12 @@ def test_read_index_round_trip(golden):
 def test_python_m_mxrec_answers_as_the_in_process_runner(golden, tmp_path, mxrec_cli, mxrec_process):
     """The tests run the command line in-process; ``python -m mxrec`` (a fresh interpreter, as users run it) gives
     the same exit code, output and one-line errors, argparse's own exits included."""
-    calls = [["--version"], [], ["info", golden / "seq" / "seq.rec"], ["info", tmp_path / "missing.rec"],
+    # one call per way out (a fresh interpreter costs seconds on a busy machine): success, a damaged file, a
+    # one-line error, argparse's own exit
+    calls = [["info", golden / "seq" / "seq.rec"],
              ["verify", golden / "seq" / "damaged" / "truncated_in_data.rec", "--no-progress"],
-             ["pack", "--workers", "0", tmp_path / "x", tmp_path], ["nonsense"]]
+             ["info", tmp_path / "missing.rec"], ["nonsense"]]
     for args in calls:
         here, there = mxrec_cli(*args), mxrec_process(*args)
         assert (here.returncode, here.stdout, here.stderr) == (there.returncode, there.stdout, there.stderr), args
-    assert [mxrec_cli(*args).returncode for args in calls] == [0, 2, 0, 2, 1, 2, 2]
+    assert [mxrec_cli(*args).returncode for args in calls] == [0, 1, 2, 2]

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from testkit.cli import run_mxrec
+from testkit.cli import run_cli
 from testkit.datasets import make_clean_dataset, make_photo_set
 
 
@@ -23,27 +23,27 @@ def mixture(tmp_path):
 
 
 def test_info_shows_each_source_records_weight_share_passes_and_offset(mixture):
-    result = run_mxrec("info", mixture, check=True)
+    result = run_cli("info", mixture, check=True)
     lines = result.stdout.splitlines()
     assert lines[0] == f"mixture {mixture}: 2 sources, 40 samples per epoch, seed 0"
     assert re.search(r"a\.rec\s+40\s+0\.3\s+12\s+0\.3× — full cycle every 4 epochs\s+0$", result.stdout, re.M)
     assert re.search(r"b\.rec\s+10\s+0\.7\s+28\s+2\.8× repeated\s+4$", result.stdout, re.M)
     assert "--- source 1: " in result.stdout and "records:           10" in result.stdout  # each source's own
-    data = json.loads(run_mxrec("info", mixture, "--json", check=True).stdout)
+    data = json.loads(run_cli("info", mixture, "--json", check=True).stdout)
     assert [(s["records"], s["share"], s["label_offset"]) for s in data["sources"]] == [(40, 12, 0), (10, 28, 4)]
     assert data["sources"][1]["info"]["records"] == 10
 
 
 def test_verify_stats_preview_and_probe_take_a_mixture_file(mixture, tmp_path):
-    verify = run_mxrec("verify", mixture)
+    verify = run_cli("verify", mixture)
     assert verify.returncode == 0, verify.stderr
     assert "--- source 0: " in verify.stdout and verify.stdout.rstrip().endswith("total: 2 source(s), 0 failed: OK")
     assert "[  ok] mixture: 2 sources, 40 samples per epoch (shares 12, 28), label offsets [0, 4]" in verify.stdout
-    stats = json.loads(run_mxrec("stats", mixture, "--json", check=True).stdout)
+    stats = json.loads(run_cli("stats", mixture, "--json", check=True).stdout)
     assert stats["records"] == 50 and sorted(map(int, stats["class_counts"])) == list(range(9))  # offsets applied
     sheet = tmp_path / "sheet.png"
-    assert run_mxrec("preview", mixture, "-o", sheet, "-n", "4", check=True).stdout.startswith(f"{sheet}: 4 record")
-    probe = run_mxrec("probe", mixture, "data_shape=3,16,16", "batch_size=8", "resize=16", "--batches", "2",
+    assert run_cli("preview", mixture, "-o", sheet, "-n", "4", check=True).stdout.startswith(f"{sheet}: 4 record")
+    probe = run_cli("probe", mixture, "data_shape=3,16,16", "batch_size=8", "resize=16", "--batches", "2",
                       "--warmup", "0", "--json")
     assert probe.returncode in (0, 1), probe.stderr  # (a failed check exits 1; the run itself happened)
     out = json.loads(probe.stdout)
@@ -54,10 +54,10 @@ def test_a_damaged_source_fails_verify_and_info_names_it(mixture, tmp_path):
     data = bytearray((tmp_path / "b.rec").read_bytes())
     data[len(data) // 2:len(data) // 2 + 8] = b"\xff" * 8
     (tmp_path / "b.rec").write_bytes(bytes(data))
-    verify = run_mxrec("verify", mixture)  # each source checked as the file names it, without mixing first
+    verify = run_cli("verify", mixture)  # each source checked as the file names it, without mixing first
     assert verify.returncode == 1 and "total: 2 source(s), 1 failed: FAILED" in verify.stdout
     assert "a.rec: OK" in verify.stdout and "b.rec: FAILED" in verify.stdout
-    info = run_mxrec("info", mixture)  # mixing reads the labels (auto offsets): the damaged source is named
+    info = run_cli("info", mixture)  # mixing reads the labels (auto offsets): the damaged source is named
     assert info.returncode == 2 and "Traceback" not in info.stderr
     assert re.search(r"b\.rec: cannot be opened as a source of the mixture: .*b\.rec", info.stderr.splitlines()[-1])
 
@@ -81,7 +81,7 @@ FILE = [  # the file itself cannot be used
 def test_info_of_each_bad_mixture_is_one_line_naming_the_file_and_source(mixture, tmp_path, text, message):
     bad = tmp_path / "bad.mix.json"
     bad.write_text(text)
-    result = run_mxrec("info", bad)
+    result = run_cli("info", bad)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     error = result.stderr.strip().splitlines()[-1]
     assert error.startswith(f"mxrec info: error: {bad}: ") and message in error, error
@@ -91,7 +91,7 @@ def test_info_of_each_bad_mixture_is_one_line_naming_the_file_and_source(mixture
 def test_verify_checks_the_sources_then_fails_the_mixing(mixture, tmp_path, text, message):
     bad = tmp_path / "bad.mix.json"
     bad.write_text(text)
-    result = run_mxrec("verify", bad)
+    result = run_cli("verify", bad)
     assert result.returncode == 1, result.stderr
     assert "a.rec: OK" in result.stdout and "b.rec: OK" in result.stdout  # the sources are sound
     failed = [line for line in result.stdout.splitlines()
@@ -103,13 +103,13 @@ def test_verify_checks_the_sources_then_fails_the_mixing(mixture, tmp_path, text
 def test_verify_of_an_unusable_mixture_file_is_one_line_naming_it(mixture, tmp_path, text, message):
     bad = tmp_path / "bad.mix.json"
     bad.write_text(text)
-    result = run_mxrec("verify", bad)
+    result = run_cli("verify", bad)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     error = result.stderr.strip().splitlines()[-1]
     assert error.startswith(f"mxrec verify: error: {bad}: ") and message in error, error
 
 
 def test_verify_html_and_repair_of_a_mixture_are_refused_before_the_checks(mixture, tmp_path):
-    result = run_mxrec("verify", mixture, "--html", tmp_path / "page.html")
+    result = run_cli("verify", mixture, "--html", tmp_path / "page.html")
     assert result.returncode == 2 and "--html and --repair take one dataset" in result.stderr
     assert not (tmp_path / "page.html").exists()
