@@ -13,8 +13,9 @@ the same run (the server and the proxy share the machine's cores with the reader
 * ``S3 + cache, 2nd epoch``: the epoch after one that filled a local block cache (no request);
 * ``torch, 2 workers``: ``ImageRecordDataset(preprocess=...)`` + ``DistributedBatchSampler`` +
   ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms, the workers sharing a fresh block
-  cache (each block downloaded once for both), and at 150 ms without one (each worker reads ahead on its own, so
-  each downloads the blocks it reads).
+  cache (each block downloaded once for both); without one, sharing the shuffle blocks they download through the
+  dataset's temporary folder (:class:`mxrec.torch.sampling.WorkerDownloads`); and at 150 ms with that sharing
+  switched off (each worker reads ahead on its own, so each downloads the blocks it reads).
 
 The local file is read first and last (the busier of the two runs is not the anchor).
 
@@ -83,14 +84,17 @@ def iterate(path: str, options: dict | None, cache: str | None = None, epochs: i
     return times, it.reader
 
 
-def torch_epoch(path: str, options: dict, cache: str | None = None) -> float:
-    """Seconds of one epoch through the torch batch path with 2 workers (sharing ``cache`` when given)."""
+def torch_epoch(path: str, options: dict, cache: str | None = None, share: bool = True) -> float:
+    """Seconds of one epoch through the torch batch path with 2 workers (sharing ``cache`` when given; without
+    one, ``share``: the workers share their downloads through the dataset's temporary folder)."""
     from torch.utils.data import DataLoader
 
     from mxrec.torch import DistributedBatchSampler, ImageRecordDataset, batch_collate
 
     dataset = ImageRecordDataset(path, storage_options=options, cache_dir=cache,
                                  preprocess=dict(data_shape=SHAPE, rand_crop=True))
+    if not share:
+        dataset.downloads.folder = None
     sampler = DistributedBatchSampler(dataset, BATCH, shuffle=True, seed=1, rank=0, world_size=1)
     loader = DataLoader(dataset, batch_sampler=sampler, num_workers=2, collate_fn=batch_collate,
                         multiprocessing_context="fork")
@@ -178,19 +182,25 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(("S3 + cache, 2nd epoch", times[1], len(proxy.log.since(mark, key="sorted.rec")),
                              None, None, "local"))
             if not args.no_torch:
-                for latency, shared in ((0.0, True), (0.15, True), (0.15, False)):
+                kinds = {"shared cache": (True, True), "no cache": (False, True),
+                         "no cache, downloads not shared": (False, False)}
+                for latency, kind in ((0.0, "shared cache"), (0.15, "shared cache"), (0.0, "no cache"),
+                                      (0.15, "no cache"), (0.15, "no cache, downloads not shared")):
                     proxy.latency = latency
+                    cached, share = kinds[kind]
                     with tempfile.TemporaryDirectory(prefix="mxrec-cache-") as cache:
-                        name = f"torch, 2 workers, {latency * 1000:.0f} ms, {'shared cache' if shared else 'no cache'}"
-                        measured(name, lambda cache=cache, shared=shared: (
-                            torch_epoch(url, options, cache if shared else None), None), "torch, 0 ms")
+                        measured(f"torch, 2 workers, {latency * 1000:.0f} ms, {kind}",
+                                 lambda cache=cache, cached=cached, share=share: (
+                                     torch_epoch(url, options, cache if cached else None, share), None),
+                                 "torch, 0 ms, shared cache" if cached else "torch, 0 ms, no cache")
         rows.append(("local file, again", iterate(str(local), None)[0][0], None, None, None, "-"))
         server.delete_bucket(bucket)
 
     rates = {row[0]: args.images / row[1] for row in rows}
     anchors = {"S3, 0 ms": rates["S3, 0 ms, first epoch"],
                "local": max(rates["local file (mmap, global shuffle)"], rates["local file, again"]),
-               "torch, 0 ms": rates.get("torch, 2 workers, 0 ms, shared cache", float("nan"))}
+               **{f"torch, 0 ms, {kind}": rates.get(f"torch, 2 workers, 0 ms, {kind}", float("nan"))
+                  for kind in ("shared cache", "no cache")}}
     print(f"{args.images} class-sorted 256-px JPEGs ({size / 1e6:.1f} MB), batches of {BATCH} at {SHAPE}, 2 decode "
           f"threads; loopback S3 (moto) behind a proxy capped at {args.bandwidth / 1e6:.0f} MB/s; memory budget "
           f"{budget >> 20} MiB")

@@ -74,3 +74,49 @@ def test_forked_workers_after_the_parent_read_print_nothing_of_the_parents_conne
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["304"] * 3  # 19 batches of 16 (the last filled from the start of the order)
     assert "Task exception was never retrieved" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("loader_kind", ["batches", "iterable"])
+def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_server, s3_bucket, tmp_path: Path,
+                                                                          loader_kind):
+    """Two fork workers read ahead along the same block-shuffled order: without a cache of the user's, they
+    share their downloads through the dataset's temporary folder (the file transferred about once, not once a
+    worker), which is gone once the dataset is; with sharing switched off, each downloads nearly all of it."""
+    import gc
+
+    from mxrec.torch import ImageRecordIterable, batch_collate
+
+    rec = tmp_path / "photos.rec"
+    make_photo_set(rec, COUNT)
+    s3_server.put_object(s3_bucket, "photos.rec", rec.read_bytes())
+    s3_server.put_object(s3_bucket, "photos.idx", rec.with_suffix(".idx").read_bytes())
+    size = rec.stat().st_size
+    url, options = f"s3://{s3_bucket}/photos.rec", s3_server.storage_options()
+    order = dict(shuffle=True, seed=3, shuffle_block=12, shuffle_window=4)
+
+    def epoch(share: bool) -> tuple[int, int, str | None]:
+        if loader_kind == "batches":
+            ds = ImageRecordDataset(url, storage_options=options, preprocess={"data_shape": (3, 16, 16),
+                                                                              "resize": 16})
+            loader = DataLoader(ds, batch_sampler=DistributedBatchSampler(ds, 16, rank=0, world_size=1, **order),
+                                num_workers=2, collate_fn=batch_collate, multiprocessing_context="fork")
+        else:
+            ds = ImageRecordIterable(url, batch_size=16, rank=0, world_size=1, storage_options=options, **order)
+            loader = DataLoader(ds, batch_size=16, num_workers=2, collate_fn=lambda b: b,
+                                multiprocessing_context="fork")
+        if not share:
+            ds.downloads.folder = None
+        folder = ds.downloads.folder
+        mark = s3_server.log.mark()
+        samples = sum(len(batch[1]) if loader_kind == "batches" else len(batch) for batch in loader)
+        transferred = sum(r.length or 0 for r in s3_server.log.since(mark, method="GET", key="photos.rec"))
+        del ds, loader
+        gc.collect()
+        return samples, transferred, folder
+
+    samples, shared, folder = epoch(share=True)
+    assert samples == COUNT
+    assert shared <= 1.15 * size, f"{shared} bytes for a {size}-byte file with 2 workers sharing their downloads"
+    assert folder is not None and not os.path.exists(folder)  # (the workers had made it)
+    samples, alone, _ = epoch(share=False)
+    assert samples == COUNT and alone >= 1.5 * size, f"{alone} bytes for {size} without sharing"

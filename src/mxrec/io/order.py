@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from mxrec.errors import ParameterError
 from mxrec.format.seeds import stream_key
+from mxrec.storage.block_cache import BlockCache
 
 #: Separates block-shuffle draws from the global permutation of the same seed.
 BLOCK_STREAM = 0x626C6B
@@ -192,7 +193,9 @@ class ReadPlan:
     a time (``0``: no blocks), or in a global random order (``scattered``: about a request per remote record); the
     reader works ``lookahead`` records of the order ahead of the one in use. ``order``, when given, is the order
     itself: a remote reader finds in it which blocks come next and reads them ahead. A mixture's plan has one
-    plan per source in ``parts``.
+    plan per source in ``parts``. ``shared_blocks``: where processes reading the same plan at once (``DataLoader``
+    workers) leave the shuffle blocks they download, so each block is downloaded by one of them
+    (:meth:`shared_through`).
     """
 
     shuffle_block: int = 0
@@ -201,6 +204,28 @@ class ReadPlan:
     scattered: bool = False
     parts: tuple[ReadPlan, ...] = field(default=())
     order: EpochOrder | None = None
+    shared_blocks: BlockCache | None = None
+
+    def shared_through(self, folder: str, max_bytes: int) -> ReadPlan:
+        """This plan, and its parts', with their :attr:`shared_blocks` in ``folder``.
+
+        Parameters
+        ----------
+        folder
+            A local folder the processes reading this plan at once share (created when a block is first stored).
+        max_bytes
+            The most it holds (the least recently used blocks are removed beyond it).
+
+        Returns
+        -------
+        ReadPlan
+            The same reads, their shuffle blocks shared through ``folder`` (equal plans for equal arguments).
+        """
+        store = BlockCache(folder, max_bytes)
+        return self._sharing(store)
+
+    def _sharing(self, store: BlockCache) -> ReadPlan:
+        return replace(self, shared_blocks=store, parts=tuple(p._sharing(store) for p in self.parts))
 
 
 class EpochOrder(ABC):

@@ -105,12 +105,16 @@ def window_for(plan: ReadPlan, storage: Storage) -> ShuffleWindow:
     Returns
     -------
     ShuffleWindow
-        A new window (without an order: fetched on demand, the least recently used blocks dropped).
+        A new window (without an order: fetched on demand, the least recently used blocks dropped), sharing
+        its downloads through the plan's ``shared_blocks`` when it has them.
     """
     if plan.order is None:
-        return ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
-    return ShuffleWindow.planned(plan.shuffle_block, plan.shuffle_window, plan.lookahead, plan.order,
-                                 storage.policy.memory, storage.policy.in_flight)
+        window = ShuffleWindow.sized(plan.shuffle_block, plan.shuffle_window, plan.lookahead)
+    else:
+        window = ShuffleWindow.planned(plan.shuffle_block, plan.shuffle_window, plan.lookahead, plan.order,
+                                       storage.policy.memory, storage.policy.in_flight)
+    window.shared = plan.shared_blocks
+    return window
 
 
 def _shifted(exc: RecordFormatError, base: int, path: str, note: str = "") -> RecordFormatError:

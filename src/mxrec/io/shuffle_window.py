@@ -21,6 +21,12 @@ for (a batch is a run of the order: the epoch whose order holds them together), 
 Without the order (or before the epoch is found) a block is fetched when first asked for and the least recently
 used one dropped once more than ``capacity`` are held. One window is shared by the shards of a set (blocks are
 named by file) and belongs to one process: pickled, it arrives empty.
+
+Processes that read the same plan at once (``DataLoader`` workers, each with its window, each reading ahead along
+the same order) would each download every block. Given a :class:`~mxrec.storage.block_cache.BlockCache` as
+:attr:`ShuffleWindow.shared` (the plan's ``shared_blocks``), a block read ahead is looked for there first, and
+downloaded by the one process that claims it; the others wait for that download and map the block from local
+disk. Blocks fetched on demand (not read ahead) are left there too.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import numpy as np
 
 from mxrec.errors import OptionError, RemoteError
 from mxrec.io.order import EpochOrder
+from mxrec.storage.block_cache import BlockCache
 
 #: ``(file, bytes, fetch)`` of each piece of one block: where its records lie (a block may straddle two shards).
 Pieces = list[tuple[str, int, Callable[[], bytes]]]
@@ -98,6 +105,8 @@ class ShuffleWindow:
                               f"{shuffle_block}, {capacity} and {in_flight}")
         self.shuffle_block, self.capacity, self.order = shuffle_block, capacity, order
         self.budget, self.in_flight, self.slack = budget, in_flight, slack
+        #: where processes reading this plan at once share the blocks they download (see the module docstring)
+        self.shared: BlockCache | None = None
         self._locate: Callable[[int], Pieces] | None = None
         self._reset()
 
@@ -164,7 +173,7 @@ class ShuffleWindow:
 
     def __getstate__(self) -> dict:
         return {"shuffle_block": self.shuffle_block, "capacity": self.capacity, "order": self.order,
-                "budget": self.budget, "in_flight": self.in_flight, "slack": self.slack}
+                "budget": self.budget, "in_flight": self.in_flight, "slack": self.slack, "shared": self.shared}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -264,9 +273,36 @@ class ShuffleWindow:
                 self._ahead_bytes += nbytes
                 _executor().submit(self._read_ahead, key, nbytes, fetch, future)
 
-    def _read_ahead(self, key: tuple[str, int], nbytes: int, fetch: Callable[[], bytes], future: Future) -> None:
+    def _shared_id(self, owner: str) -> str:
+        """The name of ``owner``'s shuffle blocks in the shared store (blocks of this size, numbered as here)."""
+        return BlockCache.file_id(owner, self.shuffle_block, "shuffle blocks")
+
+    def _download(self, key: tuple[str, int], nbytes: int, fetch: Callable[[], bytes]) -> bytes | memoryview:
+        """Block ``key`` (``nbytes`` long): from the shared store, or fetched (by this process when it claims the
+        download, else after the process that did)."""
+        shared = self.shared
+        if shared is None:
+            return fetch()
+        file_id, number = self._shared_id(key[0]), key[1]
+        data = shared.get(file_id, number, nbytes)
+        if data is not None:
+            return data
+        if not shared.claim(file_id, number):
+            shared.wait(file_id, number)
+            data = shared.get(file_id, number, nbytes)
+            if data is not None:
+                return data
+            shared.claim(file_id, number)  # its downloader failed (or it was evicted): fetch it here
         try:
             data = fetch()
+            shared.put(file_id, number, data)
+        finally:
+            shared.release(file_id, number)
+        return data
+
+    def _read_ahead(self, key: tuple[str, int], nbytes: int, fetch: Callable[[], bytes], future: Future) -> None:
+        try:
+            data = self._download(key, nbytes, fetch)
         except BaseException as exc:  # the block is fetched again when asked for, and fails there if it must
             with self._lock:
                 self._inflight.pop(key, None)
@@ -317,6 +353,9 @@ class ShuffleWindow:
         try:
             if mine:
                 fetched = dict(zip(mine, fetch(mine), strict=True))
+                if self.shared is not None:  # for the other processes' read-ahead
+                    for n, data in fetched.items():
+                        self.shared.put(self._shared_id(owner), n, data)
         finally:
             with self._lock:
                 for n in mine:

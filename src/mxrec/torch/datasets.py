@@ -25,7 +25,7 @@ from mxrec.torch.image_samples import (
     Index,
     apply_transform,
 )
-from mxrec.torch.sampling import follow_batch, rank_sampler
+from mxrec.torch.sampling import WorkerDownloads, follow_batch, rank_sampler
 from mxrec.train.face_pairs import load_verification_set
 from mxrec.train.params import preprocess_params
 from mxrec.train.pipeline import OnBroken
@@ -56,6 +56,7 @@ class RecordDataset(Dataset):
                  storage_options: StorageOptions = None, cache_dir: str | None = None) -> None:
         self.reader = open_dataset(path, index, storage_options=storage_options, cache_dir=cache_dir)
         self.transform = transform
+        self.downloads = WorkerDownloads(cache_dir, storage_options)
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -66,7 +67,7 @@ class RecordDataset(Dataset):
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """A batch, fetched together (coalesced ranged reads for a remote dataset)."""
-        follow_batch(self.reader, indices)
+        follow_batch(self.reader, indices, self.downloads)
         payloads = self.reader.read_batch(indices)
         return payloads if self.transform is None else [self.transform(p) for p in payloads]
 
@@ -171,7 +172,7 @@ class ImageRecordDataset(ImageSamples, Dataset):
 
         With ``preprocess``: ``(data, label)`` tensors of the whole batch (use :func:`batch_collate`).
         """
-        follow_batch(self.reader, indices)
+        follow_batch(self.reader, indices, self.downloads)
         positions = [int(i) % len(self) for i in indices]
         if self.preprocess is not None:
             _refuse_default_collate(sys._getframe(1))
@@ -318,7 +319,8 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
                                     seed=seed, rank=rank, world_size=world_size, drop_last=drop_last,
                                     shuffle_block=shuffle_block, shuffle_window=shuffle_window,
                                     stick_to_shard=stick_to_shard, pad_last_batch=pad_last_batch)
-        self.reader.follow(self.sampler.read_plan(batch_size))  # (this dataset reads its own sampler's batches)
+        self.read_plan = self.sampler.read_plan(batch_size)
+        self.reader.follow(self.read_plan)  # (this dataset reads its own sampler's batches)
         self.rank, self.world_size = self.sampler.part_index, self.sampler.num_parts
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -374,6 +376,7 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         worker, num_workers = self._worker()
+        self.reader.follow(self.downloads.plan(self.read_plan))  # (in a worker: shares its downloads)
         resume, self._resume = self._resume, None
         start, skip = (resume["start"], resume["skip"]) if resume else (0, 0)
         self._pass_start, self._yielded = start, 0
