@@ -81,7 +81,8 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
                                                                           loader_kind):
     """Two fork workers read ahead along the same block-shuffled order: without a cache of the user's, they
     share their downloads through the dataset's temporary folder (the file transferred about once, not once a
-    worker), which is gone once the dataset is; with sharing switched off, each downloads nearly all of it."""
+    worker), which is gone once the dataset is; with sharing switched off, or a folder that cannot be made, each
+    downloads nearly all of it (and nothing fails)."""
     import gc
 
     from mxrec.torch import ImageRecordIterable, batch_collate
@@ -94,7 +95,7 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
     url, options = f"s3://{s3_bucket}/photos.rec", s3_server.storage_options()
     order = dict(shuffle=True, seed=3, shuffle_block=12, shuffle_window=4)
 
-    def epoch(share: bool) -> tuple[int, int, str | None]:
+    def epoch(share: bool | str) -> tuple[int, int, str | None]:
         if loader_kind == "batches":
             ds = ImageRecordDataset(url, storage_options=options, preprocess={"data_shape": (3, 16, 16),
                                                                               "resize": 16})
@@ -106,6 +107,8 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
                                 multiprocessing_context="fork")
         if not share:
             ds.downloads.folder = None
+        elif isinstance(share, str):
+            ds.downloads.folder = share
         folder = ds.downloads.folder
         mark = s3_server.log.mark()
         samples = sum(len(batch[1]) if loader_kind == "batches" else len(batch) for batch in loader)
@@ -120,3 +123,6 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
     assert folder is not None and not os.path.exists(folder)  # (the workers had made it)
     samples, alone, _ = epoch(share=False)
     assert samples == COUNT and alone >= 1.5 * size, f"{alone} bytes for {size} without sharing"
+    (tmp_path / "a-file").write_bytes(b"")  # a folder that cannot be made: the blocks are just not shared
+    samples, unshared, _ = epoch(share=str(tmp_path / "a-file" / "blocks"))
+    assert samples == COUNT and unshared >= 1.5 * size

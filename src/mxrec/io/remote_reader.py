@@ -353,7 +353,7 @@ class RemoteRecordReader(Records):
         together = sorted({n for n in numbers if self._extent(n) is not None})
         blocks = window.blocks(self.path, together,  # (whole blocks, each read once: no gap read between them)
                                lambda missing: self._read([self._extent(n) for n in missing], max_gap=0),
-                               positions=at + self._origin)
+                               positions=at + self._origin, size=lambda n: self._extents[n][1] - self._extents[n][0])
         out: list[bytes | None] = [None] * len(ranges)
         apart = []
         for slot, (n, (start, end)) in enumerate(zip(numbers, ranges, strict=True)):

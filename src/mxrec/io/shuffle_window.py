@@ -31,6 +31,7 @@ disk. Blocks fetched on demand (not read ahead) are left there too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import OrderedDict
@@ -277,32 +278,66 @@ class ShuffleWindow:
         """The name of ``owner``'s shuffle blocks in the shared store (blocks of this size, numbered as here)."""
         return BlockCache.file_id(owner, self.shuffle_block, "shuffle blocks")
 
-    def _download(self, key: tuple[str, int], nbytes: int, fetch: Callable[[], bytes]) -> bytes | memoryview:
-        """Block ``key`` (``nbytes`` long): from the shared store, or fetched (by this process when it claims the
-        download, else after the process that did)."""
+    def _download(self, owner: str, numbers: list[int], fetch: Callable[[list[int]], list[bytes]],
+                  size: Callable[[int], int] | None) -> dict[int, bytes | memoryview]:
+        """Blocks ``numbers`` of ``owner``, fetched with one call of ``fetch`` -- with a shared store, those of
+        them it holds mapped from it, those another process is downloading after that download, the rest fetched
+        and left there (``size(n)``: block ``n``'s length, to take only a whole block from the store)."""
         shared = self.shared
-        if shared is None:
-            return fetch()
-        file_id, number = self._shared_id(key[0]), key[1]
-        data = shared.get(file_id, number, nbytes)
-        if data is not None:
-            return data
-        if not shared.claim(file_id, number):
-            shared.wait(file_id, number)
-            data = shared.get(file_id, number, nbytes)
-            if data is not None:
-                return data
-            shared.claim(file_id, number)  # its downloader failed (or it was evicted): fetch it here
+        if shared is None or size is None:
+            fetched = dict(zip(numbers, fetch(numbers), strict=True))
+            for n, data in fetched.items():
+                self._share(owner, n, data)
+            return fetched
+        file_id = self._shared_id(owner)
+        found: dict[int, bytes | memoryview] = {}
+        claimed: list[int] = []
+        theirs: list[int] = []
         try:
-            data = fetch()
-            shared.put(file_id, number, data)
+            for n in numbers:
+                data = shared.get(file_id, n, size(n))
+                if data is not None:
+                    found[n] = data
+                elif shared.claim(file_id, n):
+                    claimed.append(n)
+                else:
+                    theirs.append(n)
+        except OSError:  # the folder cannot be used (full, not writable): these blocks are not shared
+            claimed, theirs = [n for n in numbers if n not in found], []  # (releasing one not claimed: a no-op)
+        try:  # (this process's downloads first, released before it waits for another's: no process waits in a ring)
+            if claimed:
+                for n, data in zip(claimed, fetch(claimed), strict=True):
+                    found[n] = data
+                    self._share(owner, n, data)
         finally:
-            shared.release(file_id, number)
-        return data
+            for n in claimed:
+                shared.release(file_id, n)
+        late = []
+        for n in theirs:
+            data = None
+            with contextlib.suppress(OSError):
+                shared.wait(file_id, n)
+                data = shared.get(file_id, n, size(n))
+            if data is None:  # its download failed in the other process: fetched here
+                late.append(n)
+            else:
+                found[n] = data
+        if late:
+            for n, data in zip(late, fetch(late), strict=True):
+                found[n] = data
+                self._share(owner, n, data)
+        return found
+
+    def _share(self, owner: str, number: int, data: bytes) -> None:
+        """Leave block ``number`` of ``owner`` in the shared store for the other processes, if there is one and
+        it can take it."""
+        if self.shared is not None:
+            with contextlib.suppress(OSError):
+                self.shared.put(self._shared_id(owner), number, data)
 
     def _read_ahead(self, key: tuple[str, int], nbytes: int, fetch: Callable[[], bytes], future: Future) -> None:
         try:
-            data = self._download(key, nbytes, fetch)
+            data = self._download(key[0], [key[1]], lambda _: [fetch()], lambda _: nbytes)[key[1]]
         except BaseException as exc:  # the block is fetched again when asked for, and fails there if it must
             with self._lock:
                 self._inflight.pop(key, None)
@@ -322,10 +357,11 @@ class ShuffleWindow:
     # -- reading ---------------------------------------------------------------------------------------------
 
     def blocks(self, owner: str, numbers: Sequence[int], fetch: Callable[[list[int]], list[bytes]],
-               positions: np.ndarray | None = None) -> dict[int, bytes]:
+               positions: np.ndarray | None = None, size: Callable[[int], int] | None = None) -> dict[int, bytes]:
         """The bytes of blocks ``numbers`` of file ``owner``; the missing ones (that no other thread is
         fetching) are fetched with one call of ``fetch(missing numbers)``. ``positions``: the records asked for,
-        in the order's numbering (where the epoch is, for a planned window)."""
+        in the order's numbering (where the epoch is, for a planned window). ``size(n)``: the length of block
+        ``n`` (without it, the shared store is not looked in, only left the blocks fetched)."""
         if self._pid != os.getpid():  # a forked child: the parent's threads, lock and downloads are not here
             self._reset()
         found: dict[int, bytes] = {}
@@ -352,10 +388,7 @@ class ShuffleWindow:
         fetched: dict[int, bytes] = {}
         try:
             if mine:
-                fetched = dict(zip(mine, fetch(mine), strict=True))
-                if self.shared is not None:  # for the other processes' read-ahead
-                    for n, data in fetched.items():
-                        self.shared.put(self._shared_id(owner), n, data)
+                fetched = self._download(owner, mine, fetch, size)
         finally:
             with self._lock:
                 for n in mine:
@@ -372,7 +405,7 @@ class ShuffleWindow:
             try:
                 found[n] = future.result()
             except Exception:  # a read-ahead that failed: fetch it here (retried, or raising what is wrong)
-                found[n] = self.blocks(owner, [n], fetch)[n]
+                found[n] = self.blocks(owner, [n], fetch, size=size)[n]
         return found
 
     def _bound(self) -> None:
