@@ -111,7 +111,11 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
             ds.downloads.folder = share
         folder = ds.downloads.folder
         mark = s3_server.log.mark()
-        samples = sum(len(batch[1]) if loader_kind == "batches" else len(batch) for batch in loader)
+        batches = iter(loader)
+        first = next(batches)
+        if share is True:  # (the blocks are the user's data: a folder of theirs alone)
+            assert os.stat(folder).st_mode & 0o777 == 0o700
+        samples = sum(len(batch[1]) if loader_kind == "batches" else len(batch) for batch in [first, *batches])
         transferred = sum(r.length or 0 for r in s3_server.log.since(mark, method="GET", key="photos.rec"))
         del ds, loader
         gc.collect()

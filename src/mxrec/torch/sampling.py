@@ -54,7 +54,8 @@ class WorkerDownloads:
 
     Every worker reads ahead along the same epoch order, so without it each would download nearly every block
     (their batches draw from the same blocks). The folder is named when the dataset is made, in the main process,
-    under the temporary directory (``$TMPDIR``); a worker creates it when it first stores a block. It holds at most
+    under the temporary directory (``$TMPDIR``); the workers create it (readable by the user alone) when they
+    first read. It holds at most
     four times the request policy's ``memory`` (least recently used blocks removed) and is removed when the dataset
     is garbage collected or the interpreter exits, by the process that named it. None is used when the dataset
     has a block cache of its own (``cache_dir`` or ``$MXREC_CACHE_DIR``: the workers share that), in the main
@@ -92,6 +93,10 @@ class WorkerDownloads:
         """
         info = get_worker_info()
         if self.folder is None or info is None or info.num_workers < 2:
+            return plan
+        try:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)  # (the blocks are the user's data: theirs alone)
+        except OSError:  # not writable: the blocks are not shared
             return plan
         return plan.shared_through(self.folder, self.max_bytes)
 
