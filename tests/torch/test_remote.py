@@ -117,7 +117,7 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
             assert os.stat(folder).st_mode & 0o777 == 0o700
         samples = sum(len(batch[1]) if loader_kind == "batches" else len(batch) for batch in [first, *batches])
         transferred = sum(r.length or 0 for r in s3_server.log.since(mark, method="GET", key="photos.rec"))
-        del ds, loader
+        del ds, loader, batches, first
         gc.collect()
         return samples, transferred, folder
 
