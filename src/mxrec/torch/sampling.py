@@ -92,8 +92,9 @@ class WorkerDownloads:
             ``plan`` shared through the folder in a ``DataLoader`` worker that has siblings, else ``plan``.
         """
         info = get_worker_info()
-        if self.folder is None or info is None or info.num_workers < 2:
-            return plan
+        if self.folder is None or info is None or info.num_workers < 2 or not (
+                plan.shuffle_block > 0 or any(part.shuffle_block > 0 for part in plan.parts)):
+            return plan  # (without shuffle blocks there is no window to share: a local set's global shuffle)
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)  # (the blocks are the user's data: theirs alone)
         except OSError:  # not writable: the blocks are not shared
