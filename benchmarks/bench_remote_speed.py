@@ -14,7 +14,7 @@ the same run (the server and the proxy share the machine's cores with the reader
 * ``torch, 2 workers``: ``ImageRecordDataset(preprocess=...)`` + ``DistributedBatchSampler`` +
   ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms, the workers sharing a fresh block
   cache (each block downloaded once for both); without one, sharing the shuffle blocks they download through the
-  dataset's temporary folder (:class:`mxrec.torch.sampling.WorkerDownloads`); and at 150 ms with that sharing
+  dataset's temporary folder (:mod:`mxrec.io.shared_downloads`); and at 150 ms with that sharing
   switched off (each worker reads ahead on its own, so each downloads the blocks it reads).
 
 The local file is read first and last (the busier of the two runs is not the anchor).
@@ -94,7 +94,7 @@ def torch_epoch(path: str, options: dict, cache: str | None = None, share: bool 
     dataset = ImageRecordDataset(path, storage_options=options, cache_dir=cache,
                                  preprocess=dict(data_shape=SHAPE, rand_crop=True))
     if not share:
-        dataset.downloads.folder = None
+        dataset.downloads = None
     sampler = DistributedBatchSampler(dataset, BATCH, shuffle=True, seed=1, rank=0, world_size=1)
     loader = DataLoader(dataset, batch_sampler=sampler, num_workers=2, collate_fn=batch_collate,
                         multiprocessing_context="fork")

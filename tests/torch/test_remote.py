@@ -105,11 +105,11 @@ def test_dataloader_workers_download_each_shuffle_block_once_between_them(s3_ser
             ds = ImageRecordIterable(url, batch_size=16, rank=0, world_size=1, storage_options=options, **order)
             loader = DataLoader(ds, batch_size=16, num_workers=2, collate_fn=lambda b: b,
                                 multiprocessing_context="fork")
+        folder = ds.downloads.folder
         if not share:
-            ds.downloads.folder = None
+            ds.downloads = None
         elif isinstance(share, str):
             ds.downloads.folder = share
-        folder = ds.downloads.folder
         mark = s3_server.log.mark()
         batches = iter(loader)
         first = next(batches)

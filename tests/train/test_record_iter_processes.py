@@ -222,3 +222,29 @@ def test_remote_records_are_fetched_by_the_workers_a_batch_at_a_time(s3_server, 
     with ImageRecordIter(**params, preprocess_processes=2, preprocess_start_method=METHODS[-1]) as it:
         assert [batch_bytes(b) for b in it] == expected  # the same bytes as from the local file
     assert 0 < s3_server.log.count(method="GET", key="small.rec") < 50  # fewer GETs than records
+
+
+def test_worker_processes_read_a_remote_set_ahead_and_download_each_block_once(s3_server, s3_bucket, tmp_path):
+    """Two worker processes over S3 with a block shuffle: the batches the threads make of the local file, each
+    shuffle block downloaded once for both (a GET a block, not one per record), the shared folder gone with the
+    iterator."""
+    from testkit.datasets import make_photo_set
+
+    rec = tmp_path / "photos.rec"
+    make_photo_set(rec, 480)
+    for ext in (".rec", ".idx"):
+        s3_server.put_object(s3_bucket, "photos" + ext, rec.with_suffix(ext).read_bytes())
+    order = dict(data_shape=(3, 16, 16), resize=16, batch_size=16, shuffle=True, seed=2, shuffle_block=12,
+                 shuffle_window=4)
+    with ImageRecordIter(path_imgrec=str(rec), **order, preprocess_threads=2) as it:
+        expected = [batch_bytes(b) for b in it]
+    mark = s3_server.log.mark()
+    with ImageRecordIter(path_imgrec=f"s3://{s3_bucket}/photos.rec", storage_options=s3_server.storage_options(),
+                         **order, preprocess_threads=1, preprocess_processes=2,
+                         preprocess_start_method=METHODS[-1]) as it:
+        folder = it._downloads.folder
+        assert [batch_bytes(b) for b in it] == expected
+    gets = s3_server.log.since(mark, method="GET", key="photos.rec")
+    size = rec.stat().st_size
+    assert sum(r.length or 0 for r in gets) <= 1.15 * size and len(gets) <= 480 // 12 + 8, (len(gets), size)
+    assert not os.path.exists(folder)

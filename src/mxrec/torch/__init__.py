@@ -6,8 +6,7 @@
 * :mod:`~mxrec.torch.image_samples`: what the image datasets share (decoding, labels, transforms, broken
   records, the epoch in shared memory).
 * :mod:`~mxrec.torch.sampling`: :class:`DistributedBatchSampler`, one global order consumed by all ranks in
-  lock-step; :class:`~mxrec.torch.sampling.WorkerDownloads`, the blocks a remote dataset's ``DataLoader``
-  workers download, shared between them.
+  lock-step, and the plan a ``DataLoader`` worker follows (its downloads shared with its siblings).
 * :mod:`~mxrec.torch.resume`: :func:`loader_position`, a torchdata ``StatefulDataLoader`` state as a global
   position (to resume on another number of ranks or workers).
 * :mod:`~mxrec.torch.batches`: zero-copy batches (:func:`torch_batches`, :func:`batch_collate`).

@@ -16,6 +16,7 @@ from torch.utils.data import Dataset, IterableDataset, default_collate, get_work
 
 from mxrec.datasets.opening import open_dataset
 from mxrec.errors import ParameterError, RecordPositionError
+from mxrec.io.shared_downloads import shared_downloads
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.torch.batches import batch_tensor
 from mxrec.torch.image_samples import (
@@ -25,7 +26,7 @@ from mxrec.torch.image_samples import (
     Index,
     apply_transform,
 )
-from mxrec.torch.sampling import WorkerDownloads, follow_batch, rank_sampler
+from mxrec.torch.sampling import follow_batch, rank_sampler, worker_plan
 from mxrec.train.face_pairs import load_verification_set
 from mxrec.train.params import preprocess_params
 from mxrec.train.pipeline import OnBroken
@@ -56,7 +57,7 @@ class RecordDataset(Dataset):
                  storage_options: StorageOptions = None, cache_dir: str | None = None) -> None:
         self.reader = open_dataset(path, index, storage_options=storage_options, cache_dir=cache_dir)
         self.transform = transform
-        self.downloads = WorkerDownloads(cache_dir, storage_options)
+        self.downloads = shared_downloads(cache_dir, storage_options)  # (shared by DataLoader workers)
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -376,7 +377,7 @@ class ImageRecordIterable(ImageSamples, IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         worker, num_workers = self._worker()
-        self.reader.follow(self.downloads.plan(self.read_plan))  # (in a worker: shares its downloads)
+        self.reader.follow(worker_plan(self.read_plan, self.downloads))  # (in a worker: shares its downloads)
         resume, self._resume = self._resume, None
         start, skip = (resume["start"], resume["skip"]) if resume else (0, 0)
         self._pass_start, self._yielded = start, 0

@@ -21,8 +21,8 @@ from mxrec.datasets.samples import open_samples
 from mxrec.errors import ParameterError
 from mxrec.format.header import label_array, unpack_header
 from mxrec.image.codec import decode_pixels, to_rgb
+from mxrec.io.shared_downloads import shared_downloads
 from mxrec.storage.filesystem import StorageOptions
-from mxrec.torch.sampling import WorkerDownloads
 from mxrec.train.pipeline import OnBroken, check_on_broken, load_decodable, report_skipped
 from mxrec.transforms.augmenters import Transform
 from mxrec.transforms.rng import SampleRandom
@@ -72,7 +72,7 @@ class ImageSamples:
             raise ParameterError(f"label_dtype must be one of {LABEL_DTYPES}, not {label_dtype!r}")
         samples = open_samples(path, index=index, layout=layout, storage_options=storage_options, cache_dir=cache_dir)
         self.reader, self.faces = samples.records, samples.faces
-        self.downloads = WorkerDownloads(cache_dir, storage_options)
+        self.downloads = shared_downloads(cache_dir, storage_options)  # (shared by DataLoader workers)
         self.flag, self.seed = flag, seed
         self.transform, self.target_transform = transform, target_transform
         self.on_broken, self.label_dtype = on_broken, label_dtype

@@ -3,24 +3,19 @@
 :class:`DistributedBatchSampler` hands a map-style dataset's ``DataLoader``
 this rank's batches; :func:`rank_sampler` is the order behind it and behind
 :class:`~mxrec.torch.datasets.ImageRecordIterable` (:mod:`mxrec.train.sampler`
-documents the order, shuffles, last batches and resuming). :class:`WorkerDownloads`
-lets the ``DataLoader`` workers reading that order share what they download.
+documents the order, shuffles, last batches and resuming); :func:`worker_plan` lets the
+``DataLoader`` workers reading that order share what they download.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
-import tempfile
-import weakref
 from collections.abc import Iterator, Sequence, Sized
 
 from torch.utils.data import Sampler, get_worker_info
 
 from mxrec.io.order import ReadPlan, ShuffledOrder
 from mxrec.io.records import Records
-from mxrec.storage.filesystem import StorageOptions, storage_of
+from mxrec.io.shared_downloads import SharedDownloads
 from mxrec.train.sampler import DEFAULT_SHUFFLE_WINDOW, BatchSampler, resolve_parts
 
 
@@ -48,71 +43,21 @@ class PlannedBatch(list):
         self.plan = plan
 
 
-class WorkerDownloads:
-    """Where a dataset's ``DataLoader`` workers share the shuffle blocks they download, so that each block of a
-    remote dataset is downloaded once, not once per worker.
-
-    Every worker reads ahead along the same epoch order, so without it each would download nearly every block
-    (their batches draw from the same blocks). The folder is named when the dataset is made, in the main process,
-    under the temporary directory (``$TMPDIR``); the workers create it (readable by the user alone) when they
-    first read. It holds at most
-    four times the request policy's ``memory`` (least recently used blocks removed) and is removed when the dataset
-    is garbage collected or the interpreter exits, by the process that named it. None is used when the dataset
-    has a block cache of its own (``cache_dir`` or ``$MXREC_CACHE_DIR``: the workers share that), in the main
-    process, or with one worker.
-
-    Parameters
-    ----------
-    cache_dir
-        The dataset's own block cache (``None``: none).
-    storage_options
-        The dataset's storage settings (their cache folder and request policy).
-    """
-
-    def __init__(self, cache_dir: str | os.PathLike | None, storage_options: StorageOptions = None) -> None:
-        storage = storage_of(storage_options)
-        self.folder: str | None = None
-        self.max_bytes = 4 * max(storage.policy.memory, 64 << 20)
-        if cache_dir is None and storage.cache_folder() is None:
-            self.folder = os.path.join(tempfile.gettempdir(), f"mxrec-worker-blocks-{os.getpid()}-"
-                                                              f"{secrets.token_hex(6)}")
-            weakref.finalize(self, _remove_folder, self.folder, os.getpid())
-
-    def plan(self, plan: ReadPlan) -> ReadPlan:
-        """``plan`` as this process should read it.
-
-        Parameters
-        ----------
-        plan
-            A sampler's read plan.
-
-        Returns
-        -------
-        ReadPlan
-            ``plan`` shared through the folder in a ``DataLoader`` worker that has siblings, else ``plan``.
-        """
-        info = get_worker_info()
-        if self.folder is None or info is None or info.num_workers < 2 or not (
-                plan.shuffle_block > 0 or any(part.shuffle_block > 0 for part in plan.parts)):
-            return plan  # (without shuffle blocks there is no window to share: a local set's global shuffle)
-        try:
-            os.makedirs(self.folder, mode=0o700, exist_ok=True)  # (the blocks are the user's data: theirs alone)
-        except OSError:  # not writable: the blocks are not shared
-            return plan
-        return plan.shared_through(self.folder, self.max_bytes)
-
-
-def _remove_folder(folder: str, owner: int) -> None:
-    if os.getpid() == owner:  # never a worker's copy (a forked child inherits the finalizer)
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def follow_batch(reader: Records, indices: Sequence[int], downloads: WorkerDownloads | None = None) -> None:
-    """Hand ``reader`` the plan a :class:`PlannedBatch` carries (a plain list of indices carries none), its shuffle
-    blocks shared with the other workers through ``downloads``."""
+def follow_batch(reader: Records, indices: Sequence[int], downloads: SharedDownloads | None = None) -> None:
+    """Hand ``reader`` the plan a :class:`PlannedBatch` carries (a plain list of indices carries none); in a
+    ``DataLoader`` worker that has siblings, its shuffle blocks shared with them through ``downloads``."""
     plan = getattr(indices, "plan", None)
     if plan is not None:
-        reader.follow(plan if downloads is None else downloads.plan(plan))
+        reader.follow(worker_plan(plan, downloads))
+
+
+def worker_plan(plan: ReadPlan, downloads: SharedDownloads | None) -> ReadPlan:
+    """``plan`` as this process should follow it: shared through ``downloads`` in a ``DataLoader`` worker that
+    has siblings (they read ahead along the same order), else as it is."""
+    info = get_worker_info()
+    if downloads is None or info is None or info.num_workers < 2:
+        return plan
+    return downloads.plan(plan)
 
 
 class DistributedBatchSampler(Sampler):

@@ -15,9 +15,9 @@ a core or two. A :class:`ProcessPipeline` has the same interface (``start``, ``c
   its records fetched a batch at a time by :class:`~mxrec.train.prefetch.BatchPrefetcher`). Every random
   choice comes from the stream keyed by ``(seed, epoch, record)`` (:mod:`mxrec.transforms.rng`), never from the
   worker or thread, so the batches are byte-identical to the threaded iterator's. A remote dataset's workers
-  open their own connections and fetch their own batches' records (coalesced ranged reads); the block windows a
-  parent's reader keeps for a block shuffle (:meth:`~mxrec.io.records.Records.follow`) stay the parent's, since
-  a worker reads only every ``N``-th batch of them.
+  open their own connections; each follows the epochs' read plan (:meth:`~mxrec.io.records.Records.follow`),
+  reading the shuffle blocks ahead along the order, and since their batches draw from the same blocks they share
+  the downloads (:mod:`mxrec.io.shared_downloads`, or the dataset's block cache): each block is downloaded once.
 * **Memory is bounded**: each worker writes into a ring of ``K = max(2, ceil(prefetch / N))`` batch slots in
   :mod:`multiprocessing.shared_memory` (data, labels and record ids of one batch each); batch ``b`` uses slot
   ``(b // N) mod K`` of its worker and is only sent once batch ``b - N*K``, the slot's previous occupant, has
@@ -60,6 +60,7 @@ import numpy as np
 
 from mxrec.errors import MxrecError, ParameterError
 from mxrec.image.codec import opencv
+from mxrec.io.order import ReadPlan
 from mxrec.io.records import Records
 from mxrec.train.augment import AugmentParams
 from mxrec.train.normalize import NormalizeParams
@@ -92,7 +93,8 @@ class RecordBatchRecipe:
     ``reader``: the dataset's records (or a face set's faces), as opened in the parent;
     ``loader_options``: :class:`~mxrec.train.sample_loader.RecordSampleLoader`'s keywords (``view`` aside);
     ``pipeline_options``: :class:`~mxrec.train.pipeline.BatchPipeline`'s (``load``, ``chunks``, ``describe``
-    and ``prefetch`` aside).
+    and ``prefetch`` aside); ``read_plan``: the epochs' reads, which the worker's reader follows (a remote
+    dataset's shuffle blocks read ahead, shared with the other workers when the plan says where).
     """
 
     reader: Records
@@ -100,6 +102,7 @@ class RecordBatchRecipe:
     normalize: NormalizeParams
     loader_options: dict[str, Any] = field(default_factory=dict)
     pipeline_options: dict[str, Any] = field(default_factory=dict)
+    read_plan: ReadPlan | None = None
 
     def open(self) -> RecordBatches:
         """The batch builder, in the worker."""
@@ -112,6 +115,8 @@ class RecordBatches:
     def __init__(self, recipe: RecordBatchRecipe) -> None:
         opencv()  # imported before the threads start: a spawned worker's threads would each find it half-imported
         self.reader = recipe.reader
+        if recipe.read_plan is not None:
+            self.reader.follow(recipe.read_plan)
         self._prefetcher = BatchPrefetcher(self.reader)
         payload = self._prefetcher.payload
         loader = RecordSampleLoader(self.reader, recipe.augment, recipe.normalize,

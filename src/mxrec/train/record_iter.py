@@ -34,6 +34,7 @@ from mxrec.datasets.samples import open_samples
 from mxrec.errors import ListFileError, ParameterError
 from mxrec.io.lists import read_list
 from mxrec.io.records import Records
+from mxrec.io.shared_downloads import SharedDownloads, shared_downloads
 from mxrec.storage.atomic import atomic_open
 from mxrec.train.augment import AugmentParams
 from mxrec.train.dataiter import OTHER_LOADERS_NAMES, BatchIter, DataDesc, data_shape_of
@@ -305,6 +306,7 @@ class ImageRecordIter(BatchIter):
         samples = open_samples(p.path_imgrec, index=p.path_imgidx or None, layout=p.layout,
                                storage_options=p.storage_options, cache_dir=p.cache_dir)
         self._samples = samples  # (closed with the iterator when opened for it)
+        self._downloads: SharedDownloads | None = None  # the worker processes' shared blocks
         self._faces = samples.faces
         self._reader = samples.records  # every record, or a face set's faces
         if self._faces is not None and p.label_width != 1 and labels is None:
@@ -329,15 +331,20 @@ class ImageRecordIter(BatchIter):
         sampler = BatchSampler(len(self._reader), p.batch_size, num_parts=num_parts, part_index=part_index,
                                last_batch=last_batch, stick_to_shard=p.stick_to_shard,
                                pad_last_batch=p.pad_last_batch, order=order)
-        self._reader.follow(sampler.read_plan(lookahead(p.batch_size, p.prefetch_buffer)))
+        read_plan = sampler.read_plan(lookahead(p.batch_size, p.prefetch_buffer))
+        self._reader.follow(read_plan)
         pipeline_options = dict(num_records=len(self._reader), batch_size=p.batch_size, sample_shape=p.data_shape,
                                 dtype=self.dtype, label_width=p.label_width, num_threads=p.preprocess_threads,
                                 on_broken=p.on_broken)
         pipeline: BatchPipeline | ProcessPipeline
         if p.preprocess_processes:
             check_pipeline(p.preprocess_threads, p.prefetch_buffer, p.on_broken)  # here, not in a worker
+            # (the workers read ahead along one order: with two or more, they share what they download)
+            self._downloads = (shared_downloads(p.cache_dir, p.storage_options) if p.preprocess_processes > 1
+                               else None)
             recipe = RecordBatchRecipe(self._reader, self.augment_params, self.normalize_params, loader_options,
-                                       pipeline_options)
+                                       pipeline_options, read_plan if self._downloads is None
+                                       else self._downloads.plan(read_plan))
             pipeline = ProcessPipeline(recipe, processes=p.preprocess_processes, batch_size=p.batch_size,
                                        sample_shape=p.data_shape, dtype=self.dtype, label_width=p.label_width,
                                        prefetch=p.prefetch_buffer, describe=self.describe,
@@ -392,4 +399,6 @@ class ImageRecordIter(BatchIter):
         iterator (one handed in opened stays open)."""
         super().close()
         self._samples.close()
+        if self._downloads is not None:
+            self._downloads.remove()
 
