@@ -44,7 +44,7 @@ class SharedDownloads:
 
         Parameters
         ----------
-        plan
+        plan : ReadPlan
             The plan every process follows.
 
         Returns
