@@ -8,6 +8,8 @@ the same run (the server and the proxy share the machine's cores with the reader
 
 * ``local file``: ``ImageRecordIter`` over the local ``.rec`` (memory-mapped, globally shuffled);
 * ``S3, N ms``: the first epoch over S3 with the default block shuffle, at 0, 50 and 150 ms per request;
+* ``S3, 2 processes, N ms``: the same with ``preprocess_processes=2`` (one thread each), at 0 and 150 ms: the
+  workers read ahead along the order and share the blocks they download (:mod:`mxrec.io.shared_downloads`);
 * ``S3, 50 ms, with .checksums``: the same set uploaded with its checksums sidecar (as mxrec writes it), whose
   1 MiB checksum blocks each read fetches whole to check them;
 * ``S3 + cache, 2nd epoch``: the epoch after one that filled a local block cache (no request);
@@ -70,10 +72,14 @@ def build(path: Path, count: int) -> np.ndarray:
     return labels
 
 
-def iterate(path: str, options: dict | None, cache: str | None = None, epochs: int = 1) -> tuple[list[float], object]:
-    """Seconds of each epoch of ``ImageRecordIter`` over ``path``, and its reader."""
+def iterate(path: str, options: dict | None, cache: str | None = None, epochs: int = 1,
+            processes: int = 0) -> tuple[list[float], object]:
+    """Seconds of each epoch of ``ImageRecordIter`` over ``path`` (2 decode threads, or ``processes`` worker
+    processes of one thread each), and its reader."""
+    threads = 1 if processes else 2
     it = ImageRecordIter(path_imgrec=path, data_shape=SHAPE, batch_size=BATCH, shuffle=True, rand_crop=True,
-                         preprocess_threads=2, storage_options=options, cache_dir=cache, seed=1)
+                         preprocess_threads=threads, preprocess_processes=processes, storage_options=options,
+                         cache_dir=cache, seed=1)
     times = []
     for _ in range(epochs):
         start = time.perf_counter()
@@ -81,6 +87,8 @@ def iterate(path: str, options: dict | None, cache: str | None = None, epochs: i
             pass
         times.append(time.perf_counter() - start)
         it.reset()
+    if processes:
+        it.close()  # (its workers stopped now, not when it is collected)
     return times, it.reader
 
 
@@ -173,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             for latency in (0.0, 0.05, 0.15):
                 proxy.latency = latency
                 measured(f"S3, {latency * 1000:.0f} ms, first epoch", first_epoch, "S3, 0 ms")
+            for latency in (0.0, 0.15):  # (the workers share their downloads: a GET a block for both)
+                proxy.latency = latency
+                measured(f"S3, 2 processes, {latency * 1000:.0f} ms", lambda: (iterate(url, options, processes=2)[0][0],
+                                                                               None), "S3, 0 ms")
             proxy.latency = 0.05
             measured("S3, 50 ms, with .checksums", lambda: first_epoch(summed), "S3, 0 ms", key="summed.rec")
             with tempfile.TemporaryDirectory(prefix="mxrec-cache-") as cache:

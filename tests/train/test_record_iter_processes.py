@@ -248,3 +248,27 @@ def test_worker_processes_read_a_remote_set_ahead_and_download_each_block_once(s
     size = rec.stat().st_size
     assert sum(r.length or 0 for r in gets) <= 1.15 * size and len(gets) <= 480 // 12 + 8, (len(gets), size)
     assert not os.path.exists(folder)
+
+
+@pytest.mark.skipif("fork" not in METHODS, reason="needs fork")
+def test_a_forked_child_that_collects_an_unclosed_iterator_leaves_its_workers_be(tmp_path):
+    """A child forked while an iterator's worker processes run (another loader's fork workers, say) holds a copy
+    of it; collected there, the copy stops nothing and prints nothing (it printed 'can only test a child process'
+    tracebacks), and the parent's workers go on serving."""
+    it = ImageRecordIter(path_imgrec=SMALL, **AUGMENTED, preprocess_threads=1, preprocess_processes=1,
+                         preprocess_start_method="fork")
+    next(it)
+    generation = it._pipeline._generation.value  # (a copy's shutdown bumped it: the parent then waited forever)
+    errors = tmp_path / "child.err"
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the iterator collected, then out without the parent's exit handlers
+        try:
+            os.dup2(os.open(errors, os.O_WRONLY | os.O_CREAT), 2)
+            del it
+            gc.collect()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert errors.read_text() == "" and it._pipeline._generation.value == generation
+    assert sum(1 for _ in it) > 0  # the rest of the epoch, from the parent's workers
+    it.close()

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing
+import os
 import pickle
 import queue
 import signal
@@ -246,8 +247,12 @@ def _work(recipe: RecordBatchRecipe, layout: SlotLayout, slot_names: list[str], 
             slot.close()
 
 
-def _shutdown(processes: list, tasks: list, results: Any, slots: list[SharedMemory], generation: Any) -> None:
-    """Stop the workers (bounded waits, then terminate) and free the shared memory. Idempotent."""
+def _shutdown(owner: int, processes: list, tasks: list, results: Any, slots: list[SharedMemory],
+              generation: Any) -> None:
+    """Stop the workers (bounded waits, then terminate) and free the shared memory -- in ``owner``, the process
+    that started them: a forked child's copy of an unclosed pipeline, collected there, leaves them be. Idempotent."""
+    if os.getpid() != owner:
+        return
     generation.value += 1  # queued batches are skipped
     for task_queue, process in zip(tasks[:len(processes)], processes, strict=True):  # (a failed start: a queue more)
         if process.is_alive():
@@ -354,8 +359,8 @@ class ProcessPipeline:
                     process.start()
                 self._processes.append(process)
         finally:  # also when a start failed: what was made is stopped and freed with the pipeline
-            self._finalizer = weakref.finalize(self, _shutdown, self._processes, self._tasks, self._results,
-                                               self._slots, self._generation)
+            self._finalizer = weakref.finalize(self, _shutdown, os.getpid(), self._processes, self._tasks,
+                                               self._results, self._slots, self._generation)
 
     def start(self, plans: Iterator[BatchPlan] | list[BatchPlan]) -> None:
         """Drop whatever is in flight and start loading ``plans`` (the workers start on the first call)."""
