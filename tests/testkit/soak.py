@@ -254,11 +254,13 @@ def _check(what: str, got: object, expected: object) -> None:
         raise WrongData(f"{what}: not the expected answer")
 
 
-def _batches(url: str, storage: Storage | None) -> list[tuple[bytes, tuple[float, ...]]]:
-    """Two epochs of a block-shuffled ``ImageRecordIter``: each batch's pixels and labels."""
+def _batches(url: str, storage: Storage | None, processes: int = 0) -> list[tuple[bytes, tuple[float, ...]]]:
+    """Two epochs of a block-shuffled ``ImageRecordIter`` (built in ``processes`` worker processes, which share
+    their downloads): each batch's pixels and labels."""
     out = []
     with ImageRecordIter(path_imgrec=url, data_shape=(3, SIZE, SIZE), batch_size=8, shuffle=True, seed=5,
-                         shuffle_block=4, storage_options=storage) as it:
+                         shuffle_block=4, storage_options=storage, preprocess_processes=processes,
+                         preprocess_start_method="fork" if processes else None) as it:
         for _ in range(2):
             for batch in it:
                 out.append((np.asarray(batch.data[0]).tobytes(), tuple(np.asarray(batch.label[0]).ravel())))
@@ -298,6 +300,26 @@ def fork_workers(soak: Soak) -> None:
     loader = DataLoader(records, batch_size=5, num_workers=2, multiprocessing_context="fork", collate_fn=list,
                         timeout=60)
     _check("fork DataLoader workers", [p for batch in loader for p in batch], soak.expected["payloads"])
+
+
+def worker_processes(soak: Soak) -> None:
+    _check("ImageRecordIter's batches from 2 worker processes", _batches(soak.urls["s3"], soak.storage, 2),
+           soak.expected["batches"])
+
+
+def shared_workers(soak: Soak) -> None:
+    """Fork workers reading ahead along one block-shuffled order, sharing their downloads."""
+    from torch.utils.data import DataLoader
+
+    from mxrec.torch import DistributedBatchSampler, RecordDataset
+
+    records = RecordDataset(soak.urls["s3"], storage_options=soak.storage)
+    sampler = DistributedBatchSampler(records, 5, shuffle=True, seed=3, shuffle_block=4, shuffle_window=2, rank=0,
+                                      world_size=1)
+    expected = [soak.expected["payloads"][p] for batch in sampler for p in batch]
+    loader = DataLoader(records, batch_sampler=sampler, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=list, timeout=60)
+    _check("fork workers sharing their downloads", [p for batch in loader for p in batch], expected)
 
 
 def _read_back(soak: Soak, spec: str) -> list[bytes]:
@@ -357,8 +379,8 @@ def verify(soak: Soak) -> None:
 
 OPERATIONS: dict[str, Callable[[Soak], None]] = {
     "read s3": _read("s3"), "read http": _read("http"), "read webhdfs": _read("webhdfs"), "shard set": shard_set,
-    "ImageRecordIter": iterator, "fork workers": fork_workers, "pack": pack, "convert": convert, "info": info,
-    "verify": verify,
+    "ImageRecordIter": iterator, "worker processes": worker_processes, "fork workers": fork_workers,
+    "shared workers": shared_workers, "pack": pack, "convert": convert, "info": info, "verify": verify,
 }
 
 
