@@ -212,14 +212,14 @@ class ReadPlan:
         Parameters
         ----------
         folder
-            A local folder the processes reading this plan at once share (created when a block is first stored).
+            A local folder the processes reading this plan at once share.
         max_bytes
             The most it holds (the least recently used blocks are removed beyond it).
 
         Returns
         -------
         ReadPlan
-            The same reads, their shuffle blocks shared through ``folder`` (equal plans for equal arguments).
+            The same reads, their shuffle blocks shared through ``folder``.
         """
         store = BlockCache(folder, max_bytes)
         return self._sharing(store)

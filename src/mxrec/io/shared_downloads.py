@@ -21,6 +21,7 @@ import tempfile
 import weakref
 
 from mxrec.io.order import ReadPlan
+from mxrec.storage.block_cache import BlockCache
 from mxrec.storage.filesystem import StorageOptions, storage_of
 
 
@@ -38,6 +39,7 @@ class SharedDownloads:
         self.max_bytes = 4 * max(memory, 64 << 20)
         self._owner = os.getpid()
         weakref.finalize(self, _remove_folder, self.folder, self._owner)
+        self._last: tuple[int, ReadPlan, ReadPlan] | None = None  # (process, plan, shared): asked once a batch
 
     def plan(self, plan: ReadPlan) -> ReadPlan:
         """``plan`` with its shuffle blocks shared through the folder (made here when missing).
@@ -53,13 +55,18 @@ class SharedDownloads:
             ``plan`` shared through the folder; ``plan`` itself when it has no shuffle blocks (nothing to share)
             or the folder cannot be made.
         """
-        if not (plan.shuffle_block > 0 or any(part.shuffle_block > 0 for part in plan.parts)):
-            return plan
-        try:
-            os.makedirs(self.folder, mode=0o700, exist_ok=True)  # (the blocks are the user's data: theirs alone)
-        except OSError:  # not writable: the blocks are not shared
-            return plan
-        return plan.shared_through(self.folder, self.max_bytes)
+        last = self._last
+        if last is not None and last[0] == os.getpid() and last[1] == plan:
+            return last[2]  # (the same object: a reader given it again sees the plan it follows)
+        shared = plan
+        if plan.shuffle_block > 0 or any(part.shuffle_block > 0 for part in plan.parts):
+            try:
+                os.makedirs(self.folder, mode=0o700, exist_ok=True)  # (the blocks are the user's data: theirs alone)
+                shared = plan.shared_through(self.folder, self.max_bytes)
+            except OSError:  # not writable: the blocks are not shared
+                pass
+        self._last = (os.getpid(), plan, shared)
+        return shared
 
     def remove(self) -> None:
         """Remove the folder now (in the process that named it; a copy elsewhere does nothing)."""
@@ -71,7 +78,7 @@ def _remove_folder(folder: str, owner: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def shared_downloads(cache_dir: str | os.PathLike | object | None,
+def shared_downloads(cache_dir: str | os.PathLike | BlockCache | None,
                      storage_options: StorageOptions = None) -> SharedDownloads | None:
     """The shared folder for a dataset opened with ``cache_dir`` and ``storage_options``, or ``None`` when it has
     a block cache of its own (``cache_dir``, or the storage's ``cache_dir`` or ``$MXREC_CACHE_DIR``).

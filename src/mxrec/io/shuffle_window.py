@@ -24,9 +24,9 @@ named by file) and belongs to one process: pickled, it arrives empty.
 
 Processes that read the same plan at once (``DataLoader`` workers, each with its window, each reading ahead along
 the same order) would each download every block. Given a :class:`~mxrec.storage.block_cache.BlockCache` as
-:attr:`ShuffleWindow.shared` (the plan's ``shared_blocks``), a block read ahead is looked for there first, and
-downloaded by the one process that claims it; the others wait for that download and map the block from local
-disk. Blocks fetched on demand (not read ahead) are left there too.
+:attr:`ShuffleWindow.shared` (the plan's ``shared_blocks``), a block, read ahead or asked for, is looked for there
+first (by its exact length), and downloaded by the one process that claims it; the others wait for that download
+and map the block from local disk.
 """
 
 from __future__ import annotations

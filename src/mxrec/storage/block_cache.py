@@ -81,12 +81,6 @@ class BlockCache:
     def __getstate__(self) -> dict:
         return {"directory": self.directory, "max_bytes": self.max_bytes, "block_size": self.block_size}
 
-    def __eq__(self, other: object) -> bool:  # the same folder and bounds: the same cache (whatever it counted)
-        return isinstance(other, BlockCache) and self.__getstate__() == other.__getstate__()
-
-    def __hash__(self) -> int:
-        return hash((self.directory, self.max_bytes, self.block_size))
-
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["directory"], state["max_bytes"], state["block_size"])
 
