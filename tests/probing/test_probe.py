@@ -96,11 +96,12 @@ def test_big_photos_for_a_small_data_shape_are_decode_bound(big_rec):
     assert result.bound == "decode"
     advice = [a.code for a in result.advice]
     assert "pack_resize" in advice and "fast_decode" in advice
-    # with fast_decode on it is no longer recommended, and the probe sees less decode time per sample
+    # with fast_decode on it is no longer recommended; repacking smaller still is. (How much faster the decode is
+    # belongs to the benchmarks: as a timed assertion it failed CI on a loaded machine.)
     faster = mxrec.probe(big_rec, **sound(resize=40, fast_decode=True))
-    assert "fast_decode" not in [a.code for a in faster.advice]
-    assert faster.to_dict()["stages"]["ms_per_sample"]["decode"] < result.to_dict()["stages"]["ms_per_sample"][
-        "decode"]
+    assert faster.to_dict()["params"]["fast_decode"] is True
+    advice = [a.code for a in faster.advice]
+    assert "fast_decode" not in advice and "pack_resize" in advice
 
 
 def test_the_run_stops_after_the_seconds_given(sorted_rec):
