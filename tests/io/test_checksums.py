@@ -1,5 +1,5 @@
-"""Checksums end to end (issue 22 §4): the writers record them, the readers check each block the first time they read
-it (local, remote, and what the block cache returns), ``verify`` checks them all, ``index`` adds them to MXNet's files.
+"""Checksums end to end (issue 22 §4): the writers record them (a cell per record), the readers check each cell the
+first time they read it (local, remote, and what the block cache returns), ``verify`` checks them all, ``index`` adds them to MXNet's files.
 
 A flipped byte must never come back as a wrong record: it is one ChecksumError naming the file, the byte range and
 its records.
@@ -73,7 +73,8 @@ def test_every_write_path_records_the_checksums_of_the_bytes_written(tmp_path, m
             else:
                 writer.write_batch([payload])
     assert sums_of(path) == compute(path.read_bytes()) == writer.checksums
-    assert len(writer.checksums) == -(-path.stat().st_size // (1 << 20)) > 2
+    assert writer.checksums.starts.tolist() == RecordReader(path, checksums=False).offsets.tolist()  # a cell a record
+    assert writer.checksums.block_bytes is None and len(writer.checksums) == N
 
 
 def test_the_drop_in_mxnet_writer_writes_mxnets_files_only(tmp_path):
@@ -107,12 +108,11 @@ def test_a_flipped_byte_is_a_checksum_error_naming_the_bytes_and_records(tmp_pat
             "iterate": lambda: list(reader)}[how]
     with pytest.raises(ChecksumError) as info:
         read()
-    block = int(reader.offsets[target]) // (1 << 20)
+    start, end = int(reader.offsets[target]), int(reader.offsets[target + 1])  # the record's cell, nothing around
     message = str(info.value)
-    assert message.startswith(f"{path}: bytes {block << 20}..{(block + 1) << 20}: fail their CRC-32C checksum")
-    first, last = np.searchsorted(reader.offsets, [block << 20, (block + 1) << 20]) - [1, 1]
-    assert f"positions {first}..{last}" in message
-    assert reader[5] == payloads()[5]  # the other blocks read as before
+    assert message.startswith(f"{path}: bytes {start}..{end}: fail their CRC-32C checksum (record cell {target}:")
+    assert f"record {target} (key {target})" in message
+    assert reader[5] == payloads()[5]  # the other records read as before
 
 
 def test_a_block_is_checked_once_then_reading_costs_nothing_more(tmp_path):
@@ -167,18 +167,22 @@ def test_index_writes_the_idx_and_the_checksums_in_one_pass(tmp_path):
 # -- verify
 
 
-def test_verify_checks_every_block_and_names_the_damaged_ones(tmp_path):
+def test_verify_checks_every_cell_and_names_the_damaged_ones(tmp_path):
     path = written(tmp_path)
     report = verify_dataset(path, dataset_kind="raw")
     check = next(c for c in report.checks if c.name == "checksums")
-    assert check.ok and check.details["blocks"] == len(sums_of(path)) and report.ok
+    assert check.ok and check.details["blocks"] == len(sums_of(path)) == N and report.ok
+    assert check.summary == f"{N} record cell(s), each as recorded"
+    offsets = RecordReader(path).offsets
     flip(path, (1 << 20) + 7)
+    cell = int(np.searchsorted(offsets, (1 << 20) + 7, side="right")) - 1
+    span = f"{offsets[cell]}..{offsets[cell + 1]}"
     report = verify_dataset(path, dataset_kind="raw")
     check = next(c for c in report.checks if c.name == "checksums")
     assert not check.ok and not report.ok and check.details["damaged_blocks"] == 1
-    assert "bytes 1048576..2097152 fail their CRC-32C" in check.problems[0].what
+    assert f"bytes {span} fail their CRC-32C" in check.problems[0].what
     done = run_cli("verify", path)
-    assert done.returncode != 0 and "checksums" in done.stdout and "1048576..2097152" in done.stdout
+    assert done.returncode != 0 and "checksums" in done.stdout and span in done.stdout
     plain = written(tmp_path, "p.rec", checksums=False)
     check = next(c for c in verify_dataset(plain, dataset_kind="raw").checks if c.name == "checksums")
     assert check.ok and "none recorded" in check.summary
@@ -197,8 +201,10 @@ def test_a_shard_set_keeps_its_checksums_in_its_manifest_and_readers_check_them(
         assert entry.checksums == compute((tmp_path / entry.rec).read_bytes())
     data = open_dataset(tmp_path / "s.manifest.json")
     assert data.read_batch(range(N)) == payloads()
+    cells = manifest.shards[1].checksums
     flip(tmp_path / "s_00001.rec", 5000)
-    with pytest.raises(ChecksumError, match=r"s_00001.rec: bytes 0\.\.1048576: fail"):
+    lo, hi = cells.span(cells.covering(5000, 5001)[0])
+    with pytest.raises(ChecksumError, match=rf"s_00001.rec: bytes {lo}\.\.{hi}: fail"):
         open_dataset(tmp_path / "s.manifest.json").read_batch(range(1000, 1010))
 
 
@@ -243,7 +249,10 @@ def test_a_remote_read_checks_every_block_it_fetched(s3_server, s3_bucket, on_s3
     mark = s3_server.log.mark()
     with pytest.raises(ChecksumError, match="fail their CRC-32C checksum .*twice: the stored file is damaged"):
         reader.read_batch([1500])
-    assert len(s3_server.log.since(mark, method="GET", key="t.rec")) == 2  # once, and once more, fresh
+    fetched = s3_server.log.since(mark, method="GET", key="t.rec")
+    assert len(fetched) == 2  # once, and once more, fresh
+    # each time the record's own cell and nothing around it (a 1 MiB block, in version-1 checksums)
+    assert [r.length for r in fetched] == [int(reader.offsets[1501] - reader.offsets[1500])] * 2
 
 
 def test_a_bad_block_in_the_cache_is_dropped_and_fetched_again(s3_server, on_s3, tmp_path):

@@ -92,11 +92,15 @@ def epoch_records(reader, sampler, epoch: int = 0) -> list[bytes]:
     return seen
 
 
-@pytest.mark.parametrize("memory", [256 << 20, 200 << 10])
-def test_a_block_shuffled_epoch_is_read_ahead_each_block_once_within_the_budget(s3_server, s3_bucket, local, memory):
-    url = upload_indexed(s3_server, s3_bucket, local)
+@pytest.mark.parametrize(("memory", "sidecar"), [(256 << 20, False), (200 << 10, False), (256 << 20, True)])
+def test_a_block_shuffled_epoch_is_read_ahead_each_block_once_within_the_budget(s3_server, s3_bucket, local, memory,
+                                                                                 sidecar):
+    url = upload_indexed(s3_server, s3_bucket, local, name="sorted.rec")
+    if sidecar:  # its checksums, a cell a record: checked as the blocks arrive, no byte read around them
+        s3_server.put_object(s3_bucket, "sorted.checksums", local.with_suffix(".checksums").read_bytes())
     storage = Storage(options=s3_server.storage_options(), policy=RequestPolicy(memory=memory, in_flight=8))
     reader = RecordReader(url, storage_options=storage)
+    assert (reader._verifier is not None) == sidecar
     order = reader.epoch_order(shuffle=True, seed=4, shuffle_block=40, shuffle_window=5)
     sampler = BatchSampler(N, 64, order=order, last_batch="partial")
     reader.follow(sampler.read_plan(128))
@@ -105,8 +109,8 @@ def test_a_block_shuffled_epoch_is_read_ahead_each_block_once_within_the_budget(
     assert sorted(seen) == sorted(payloads())
     fetched = s3_server.log.since(mark, method="GET", key="sorted.rec")
     blocks = -(-N // 40)
-    assert len(fetched) <= blocks + 2 and len(fetched) <= N / 8, s3_server.log.summary()
-    assert sum(r.length for r in fetched) <= 1.05 * local.stat().st_size
+    assert blocks <= len(fetched) <= blocks + 2 and len(fetched) <= N / 8, s3_server.log.summary()
+    assert 1.0 * local.stat().st_size <= sum(r.length for r in fetched) <= 1.05 * local.stat().st_size
     window = reader._window
     if memory > 1 << 20:
         assert window.stats["ahead"] >= blocks // 2  # most blocks arrived before a batch asked for them
@@ -119,7 +123,7 @@ def test_a_block_shuffled_epoch_is_read_ahead_each_block_once_within_the_budget(
 
 
 def test_read_ahead_finds_the_epoch_of_a_resumed_run(s3_server, s3_bucket, local):
-    url = upload_indexed(s3_server, s3_bucket, local)
+    url = upload_indexed(s3_server, s3_bucket, local, name="sorted.rec")
     reader = RecordReader(url, storage_options=s3_server.storage_options())
     sampler = BatchSampler(N, 64, order=reader.epoch_order(shuffle=True, seed=2, shuffle_block=40, shuffle_window=5),
                            last_batch="partial")
@@ -129,7 +133,7 @@ def test_read_ahead_finds_the_epoch_of_a_resumed_run(s3_server, s3_bucket, local
     assert sorted(seen) == sorted(payloads())
     assert reader._window.stats["ahead"] > 0 and reader._window._current.epoch == 5
     fetched = s3_server.log.since(mark, method="GET", key="sorted.rec")
-    assert len(fetched) <= -(-N // 40) + 2
+    assert -(-N // 40) <= len(fetched) <= -(-N // 40) + 2
 
 
 # -- sharing downloads between processes

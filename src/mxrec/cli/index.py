@@ -44,10 +44,10 @@ def run(args: argparse.Namespace) -> int:
         if args.rec.endswith(MANIFEST_SUFFIX):
             manifest = add_manifest_checksums(args.rec)
             blocks = sum(len(s.checksums) for s in manifest.shards)
-            print(f"wrote {args.rec}: the checksums of {len(manifest.shards)} shard(s), {blocks} block(s)")
+            print(f"wrote {args.rec}: the checksums of {len(manifest.shards)} shard(s), {blocks} record cell(s)")
             return 0
         sums = write_checksums(args.rec)
-        print(f"wrote {checksums_path(args.rec)}: {len(sums)} block(s) of {sums.block_bytes} bytes")
+        print(f"wrote {checksums_path(args.rec)}: {sums.describe()}")
         return 0
     output = args.output or index_path_for(args.rec)
     index, source = build_index(args.rec, output, args.key_source, checksums=not args.no_checksums)

@@ -55,7 +55,7 @@ def check_padding(buf: framing.Buffer, spans: list[framing.RecordSpan]) -> Check
 def check_checksums(buf: framing.Buffer, checksums: BlockChecksums | ChecksumError | None,
                     describe: Callable[[int, int], str]) -> Check:
     """The ``checksums`` check of the whole file ``buf`` against ``checksums`` (an error: a table that cannot be
-    used; ``None``: none recorded); ``describe(start, end)`` names the records in a damaged block."""
+    used; ``None``: none recorded); ``describe(start, end)`` names the records in a damaged cell."""
     if checksums is None:
         return Check("checksums", True, "none recorded (mxrec index --checksums adds them)", details={"blocks": 0})
     if isinstance(checksums, ChecksumError):
@@ -73,8 +73,8 @@ def check_checksums(buf: framing.Buffer, checksums: BlockChecksums | ChecksumErr
                                            f"{int(checksums.crcs[number]):#010x}, read {got:#010x}): damaged data "
                                            f"in {describe(start, end)}"))
     details = {"blocks": len(checksums), "block_bytes": checksums.block_bytes, "damaged_blocks": len(problems)}
-    summary = (f"{len(problems)} of {len(checksums)} block(s) damaged" if problems
-               else f"{len(checksums)} block(s) of {checksums.block_bytes} bytes, each as recorded")
+    summary = (f"{len(problems)} of {checksums.describe()} damaged" if problems
+               else f"{checksums.describe()}, each as recorded")
     return Check("checksums", not problems, summary, problems, details=details)
 
 

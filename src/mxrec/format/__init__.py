@@ -7,7 +7,7 @@
 * :mod:`~mxrec.format.insightface`: the record layout of InsightFace face sets, and their verification-set
   pickles (read safely).
 * :mod:`~mxrec.format.manifest`: the shard-set manifest (which ``.rec``/``.idx`` pairs make one dataset).
-* :mod:`~mxrec.format.checksums`: block checksums of a ``.rec`` (CRC-32C per block, kept beside it).
+* :mod:`~mxrec.format.checksums`: checksums of a ``.rec`` (CRC-32C per record, kept beside it).
 * :mod:`~mxrec.format.seeds`: the keys of random streams (``(seed, epoch, record, ...)`` to 64 bits).
 
 May import: :mod:`mxrec.errors` (and numpy). File I/O built on these lives in

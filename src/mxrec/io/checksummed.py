@@ -1,11 +1,13 @@
-"""Checking a ``.rec``'s block checksums as its records are read: each block the first time it is read.
+"""Checking a ``.rec``'s checksums as its records are read: each cell (a record, or a block of bytes in older
+files) the first time it is read.
 
-A :class:`BlockVerifier` holds a file's :class:`~mxrec.format.checksums.BlockChecksums` and which blocks this process
-has checked. The local reader checks the blocks under a record in its mapping before it hands the record out
-(:meth:`BlockVerifier.check_mapped`), once per block and process; once every block is checked, reading costs one
-test more. The remote reader reads the runs of whole blocks that hold what it wants (:meth:`BlockVerifier.runs`)
-and checks every block it fetched (:meth:`BlockVerifier.bad_blocks`): bytes that come from the block cache are
-checked too, and a bad cached block is dropped and fetched again before anything is said to be damaged.
+A :class:`BlockVerifier` holds a file's :class:`~mxrec.format.checksums.BlockChecksums` and which cells this process
+has checked. The local reader checks the cells under a record in its mapping before it hands the record out
+(:meth:`BlockVerifier.check_mapped`), once per cell and process; once every cell is checked, reading costs one
+test more. The remote reader reads the runs of whole cells that hold what it wants (:meth:`BlockVerifier.runs`:
+with record cells, exactly the records) and checks every cell it fetched (:meth:`BlockVerifier.bad_blocks`): bytes
+that come from the block cache are checked too, and a bad cached cell is dropped and fetched again before anything
+is said to be damaged.
 
 A mismatch is one :class:`~mxrec.errors.ChecksumError` naming the file, the byte range and the records in it
 (:func:`find_checksums` finds the checksums of a file: its sidecar, or what a manifest lists).
@@ -18,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mxrec.errors import ChecksumError
-from mxrec.format.checksums import BLOCK_BYTES, BlockChecksums, checksums_path, compute, format_sidecar, parse_sidecar
+from mxrec.format.checksums import BlockChecksums, checksums_path, compute, format_sidecar, parse_sidecar
 from mxrec.storage.atomic import atomic_open
 from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions
@@ -87,7 +89,7 @@ class BlockVerifier:
 
     def error(self, number: int, got: int, note: str = "") -> ChecksumError:
         start, end = self.checksums.span(number)
-        return ChecksumError(self.path, f"fail their CRC-32C checksum (block {number}: expected "
+        return ChecksumError(self.path, f"fail their CRC-32C checksum ({self.checksums.unit} {number}: expected "
                                         f"{int(self.checksums.crcs[number]):#010x}, read {got:#010x}{note}): damaged "
                                         f"data in {self.describe(start, end)}; copy the file again from its source",
                              start=start, end=end)
@@ -152,9 +154,8 @@ def local_verifier(path: str, size: int, checksums: BlockChecksums | bool | None
 
 
 
-def write_checksums(rec_path: str, storage: StorageOptions = None, *,
-                    block_bytes: int = BLOCK_BYTES) -> BlockChecksums:
-    """Compute the block checksums of ``rec_path`` (an existing ``.rec``: MXNet's, say) and write its sidecar
+def write_checksums(rec_path: str, storage: StorageOptions = None) -> BlockChecksums:
+    """Compute the record-cell checksums of ``rec_path`` (an existing ``.rec``: MXNet's, say) and write its sidecar
     ``NAME.checksums`` atomically beside it; the ``.rec`` and its ``.idx`` are not touched.
 
     Parameters
@@ -163,8 +164,6 @@ def write_checksums(rec_path: str, storage: StorageOptions = None, *,
         The ``.rec`` (a path or URL: a remote one is read once, whole).
     storage
         For URLs: the storage settings.
-    block_bytes
-        Bytes per block.
 
     Returns
     -------
@@ -172,7 +171,7 @@ def write_checksums(rec_path: str, storage: StorageOptions = None, *,
         What was written.
     """
     with mapped(rec_path, storage) as buf:
-        checksums = compute(buf, block_bytes)
+        checksums = compute(buf)
     write_sidecar(checksums_path(rec_path), checksums, storage)
     return checksums
 
