@@ -10,8 +10,8 @@ the same run (the server and the proxy share the machine's cores with the reader
 * ``S3, N ms``: the first epoch over S3 with the default block shuffle, at 0, 50 and 150 ms per request;
 * ``S3, 2 processes, N ms``: the same with ``preprocess_processes=2`` (one thread each), at 0 and 150 ms: the
   workers read ahead along the order and share the blocks they download (:mod:`mxrec.io.shared_downloads`);
-* ``S3, 50 ms, with .checksums``: the same set uploaded with its checksums sidecar (as mxrec writes it), whose
-  1 MiB checksum blocks each read fetches whole to check them;
+* ``S3, 50 ms, with .checksums``: the same set uploaded with its checksums sidecar (as mxrec writes it: a CRC-32C
+  per record), each shuffle block checked as it arrives;
 * ``S3 + cache, 2nd epoch``: the epoch after one that filled a local block cache (no request);
 * ``torch, 2 workers``: ``ImageRecordDataset(preprocess=...)`` + ``DistributedBatchSampler`` +
   ``DataLoader(num_workers=2, collate_fn=batch_collate)``, at 0 and 150 ms, the workers sharing a fresh block
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         server.put_object(bucket, "sorted.rec", local.read_bytes())
         server.put_object(bucket, "sorted.idx", local.with_suffix(".idx").read_bytes())
         url = f"s3://{bucket}/sorted.rec"
-        # The same set with the checksums sidecar mxrec writes beside it, as a user's upload would have it: its
-        # reads are checked block by block (1 MiB CRC-32C blocks), so each fetch covers whole checksum blocks.
+        # The same set with the checksums sidecar mxrec writes beside it, as a user's upload would have it: every
+        # record its own CRC-32C cell, so a shuffle block's fetch is checked whole, with no byte around it.
         summed = f"s3://{bucket}/summed.rec"
         for suffix in (".rec", ".idx", ".checksums"):
             server.put_object(bucket, "summed" + suffix, local.with_suffix(suffix).read_bytes())

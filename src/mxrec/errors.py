@@ -193,7 +193,7 @@ class IncompleteSetError(ManifestError):
 
 
 class ChecksumError(MxrecError, ValueError):
-    """Bytes of a ``.rec`` fail their block checksum (the file is damaged), or a checksum table is malformed or
+    """Bytes of a ``.rec`` fail their checksum (the file is damaged), or a checksum table is malformed or
     belongs to another version of the file: the message names the file, the byte range and its records.
     """
 

@@ -1,9 +1,9 @@
-"""mxrec index FILE.rec: rebuild the .idx of a .rec by scanning it, and write its block checksums.
+"""mxrec index FILE.rec: rebuild the .idx of a .rec by scanning it, and write its checksums.
 
 The keys are the records' IRHeader ids when every record has a header and
 the ids are unique (as im2rec and InsightFace write them), else positions
 0, 1, ... in file order; --key-source chooses. The .idx is written
-atomically beside the .rec, or to -o PATH; the block checksums
+atomically beside the .rec, or to -o PATH; the checksums
 (NAME.checksums, which readers check as they read) beside the .rec, from the
 same pass. --checksums-only adds the checksums to an existing file (MXNet's)
 and leaves its .idx alone; given a shard set's manifest, it adds every shard's
@@ -21,7 +21,7 @@ from mxrec.io.checksummed import write_checksums
 from mxrec.io.index import KEY_SOURCES, build_index
 from mxrec.io.shards import add_manifest_checksums
 
-HELP = "rebuild the .idx of a .rec by scanning it (and write its block checksums)"
+HELP = "rebuild the .idx of a .rec by scanning it (and write its checksums)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "auto (default): ids when every record has a header and they are unique")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checksums-only", action="store_true",
-                       help="only write the block checksums (NAME.checksums; for a manifest: into it), keep the .idx")
+                       help="only write the checksums (NAME.checksums; for a manifest: into it), keep the .idx")
     which.add_argument("--no-checksums", action="store_true", help="only write the .idx")
     # The old name, kept working but not shown: --keys elsewhere lists keys (mxrec preview --keys 3,7).
     p.add_argument("--keys", dest="key_source", choices=KEY_SOURCES, default=argparse.SUPPRESS,

@@ -73,7 +73,7 @@ _NOT_SHARDS = (".idx", ".lst", ".json", ".partial", ".labels", CHECKSUMS_SUFFIX)
 @dataclass(frozen=True)
 class Shard:
     """One shard: its ``.rec``, its ``.idx`` (None: the one beside the ``.rec``), and what the manifest says: its
-    records, bytes and block checksums (``None``: its sidecar, if it has one; ``False``: none)."""
+    records, bytes and checksums (``None``: its sidecar, if it has one; ``False``: none)."""
 
     rec: str
     idx: str | None = None

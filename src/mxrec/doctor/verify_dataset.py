@@ -189,7 +189,7 @@ def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | No
         (:class:`mxrec.ray.RayContentScan`: on a cluster); the checks are the
         same.
     checksums
-        The file's block checksums; ``None``: its sidecar ``NAME.checksums``, if
+        The file's checksums; ``None``: its sidecar ``NAME.checksums``, if
         any; ``False``: none are checked (a manifest that lists none).
 
     Returns

@@ -15,8 +15,8 @@ beside ``NAME.manifest.json``::
       ]
     }
 
-A shard written by mxrec also carries its block checksums (``"checksums": {"algorithm": "crc32c",
-"block_bytes": 1048576, "crc32c": "<base64>"}``, :mod:`mxrec.format.checksums`), which readers check as they
+A shard written by mxrec also carries its checksums (``"checksums": {"algorithm": "crc32c",
+"cells": "records", "lengths": "<base64>", "crc32c": "<base64>"}``, :mod:`mxrec.format.checksums`), which readers check as they
 read; a manifest without them (an older one, another tool's) is read as before.
 
 Shard names are relative to the manifest's folder (a set can be moved or
@@ -99,7 +99,7 @@ def refuse_marker(data: object, where: str | os.PathLike | None) -> None:
 @dataclass(frozen=True)
 class ShardEntry:
     """One shard of a set: its ``.rec`` and ``.idx`` names (relative to the manifest), records and sizes, and the
-    ``.rec``'s block checksums when the writer recorded them."""
+    ``.rec``'s checksums when the writer recorded them."""
 
     rec: str
     idx: str | None

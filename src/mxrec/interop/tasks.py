@@ -74,7 +74,7 @@ class StagedShard:
     records: int
     rec_bytes: int = 0
     idx_bytes: int | None = None
-    checksums: BlockChecksums | None = None  # a .rec shard's block checksums (its manifest entry, or sidecar)
+    checksums: BlockChecksums | None = None  # a .rec shard's checksums (its manifest entry, or sidecar)
 
 
 @dataclass

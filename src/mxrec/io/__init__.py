@@ -13,7 +13,7 @@
 * :mod:`~mxrec.io.order`: the order an epoch reads records in, and the reads it asks of the storage.
 * :mod:`~mxrec.io.shuffle_window`: the blocks a block-shuffled epoch is reading now, each fetched once.
 * :mod:`~mxrec.io.shared_downloads`: a folder where the processes reading one epoch share the blocks they fetch.
-* :mod:`~mxrec.io.checksummed`: checking a ``.rec``'s block checksums as its records are read.
+* :mod:`~mxrec.io.checksummed`: checking a ``.rec``'s checksums as its records are read.
 
 Where the bytes live (local paths, URLs, caches) is :mod:`mxrec.storage`'s business; several files read as
 one dataset is :mod:`mxrec.datasets`'. May import: :mod:`mxrec.errors`, :mod:`mxrec.format`, :mod:`mxrec.storage`.

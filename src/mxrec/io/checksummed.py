@@ -67,7 +67,7 @@ class BlockVerifier:
     Parameters
     ----------
     checksums
-        The file's block checksums.
+        The file's checksums.
     path
         What messages name.
     describe

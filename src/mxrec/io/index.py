@@ -271,7 +271,7 @@ _ID_BLOCK = 1 << 20  # records whose header ids are read at once
 def build_index(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,
                 keys: str = "auto", storage_options: StorageOptions = None, *,
                 checksums: bool = True) -> tuple[Index, str]:
-    """Scan a ``.rec`` and write its ``.idx`` atomically (what ``mxrec index`` does), and its block checksums.
+    """Scan a ``.rec`` and write its ``.idx`` atomically (what ``mxrec index`` does), and its checksums.
 
     Parameters
     ----------

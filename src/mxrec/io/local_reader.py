@@ -21,7 +21,7 @@ offsets outside the file are rejected on open; whether an offset really starts
 a record is checked when that record is read (its part header is parsed anyway),
 so opening costs no pass over the data. ``mxrec verify`` checks every offset.
 
-When the file has block checksums (its ``NAME.checksums`` sidecar, or those a
+When the file has checksums (its ``NAME.checksums`` sidecar, or those a
 shard set's manifest lists: :mod:`mxrec.format.checksums`), each block is
 checked the first time a record in it is read (:mod:`mxrec.io.checksummed`): a
 damaged block is a :class:`~mxrec.errors.ChecksumError` naming the bytes and the
@@ -71,7 +71,7 @@ class LocalRecordReader(Records):
         As :func:`~mxrec.io.opener.RecordReader` takes them (the ``.idx``, how its keys read, the rule for a
         repeated key, and whether a scan steps over damaged framing, keeping the first fault in :attr:`damage`).
     checksums
-        The file's block checksums; ``None`` (default): its sidecar
+        The file's checksums; ``None`` (default): its sidecar
         ``NAME.checksums`` if there is one; ``True``: the sidecar is required;
         ``False``: none are checked.
     storage

@@ -59,7 +59,7 @@ def RecordReader(path: str | os.PathLike, index: str | os.PathLike | bool | None
         For a URL: the file's size and version when the caller knows them,
         which saves the request that asks for them.
     checksums
-        The file's block checksums (:mod:`mxrec.format.checksums`), checked as
+        The file's checksums (:mod:`mxrec.format.checksums`), checked as
         records are read; ``None`` (default): its sidecar ``NAME.checksums`` if
         there is one; ``True``: the sidecar is required; ``False``: none.
 

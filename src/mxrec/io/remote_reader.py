@@ -21,7 +21,7 @@ decoded, and that it fills exactly its extent: the bytes up to the next
 record); bytes that fail the framing check are fetched once more, bypassing
 the cache (a misbehaving server can answer with an error page as data), and
 then raise :class:`~mxrec.errors.RecordFormatError` naming the URL, the byte
-offset and the record's key. With block checksums (the sidecar ``NAME.checksums``,
+offset and the record's key. With checksums (the sidecar ``NAME.checksums``,
 or those a manifest lists: :mod:`mxrec.format.checksums`) reads fetch the runs of
 whole blocks that hold the records and check every block (:mod:`mxrec.io.checksummed`);
 a block that fails is dropped from the block cache and fetched once more, and a

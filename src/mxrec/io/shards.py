@@ -107,7 +107,7 @@ def describe_shards(paths: list[tuple[str, str | None]], records: list[int], fol
 
 
 def add_manifest_checksums(path: str | os.PathLike, storage_options: StorageOptions = None) -> Manifest:
-    """Compute the block checksums of every shard a manifest lists and write the manifest again with them (each
+    """Compute the checksums of every shard a manifest lists and write the manifest again with them (each
     shard read once, whole; the shards are not touched). ``mxrec index --checksums-only SET.manifest.json``.
 
     Parameters
@@ -161,7 +161,7 @@ def _relative(path: str, folder: str) -> str:
 
 @dataclass
 class _Done:
-    """A finished shard: its final names, records, sizes and block checksums."""
+    """A finished shard: its final names, records, sizes and checksums."""
 
     final: tuple[str, str]
     records: int

@@ -98,7 +98,7 @@ class RecordWriter:
     storage_options
         For a URL: fsspec options (credentials, endpoint).
     checksums
-        Compute block checksums of the ``.rec`` (:attr:`checksums` after :meth:`close`).
+        Compute checksums of the ``.rec`` (:attr:`checksums` after :meth:`close`).
     sidecar
         Write them to ``NAME.checksums`` beside the ``.rec`` (default: whenever they are computed); a writer that
         keeps them elsewhere (a shard set's manifest) passes ``False``.
@@ -635,7 +635,7 @@ class _WrittenBehind:
     def __init__(self, path: str, rec: BinaryIO, summer: _ReadBack | None = None) -> None:
         self.thread = WriteBehind()
         self.blocks: list[_Block] = []  # handed to the thread and not known to be good yet, in order
-        self.summer = summer  # the block checksums, fed by the thread from the pages it reads back anyway
+        self.summer = summer  # the checksums, fed by the thread from the pages it reads back anyway
         self._fd: int | None = None
         if stat.S_ISREG(os.fstat(rec.fileno()).st_mode):
             try:
@@ -698,7 +698,7 @@ class _WrittenBehind:
 
 
 class _ReadBack(Summer):
-    """The block checksums of a file being written, summed from its bytes read back from the page cache: by the
+    """The checksums of a file being written, summed from its bytes read back from the page cache: by the
     writing thread as it checks each block (:class:`_WrittenBehind`), and by :meth:`catch_up` for what was written
     otherwise. :attr:`fed` is where the bytes handed on so far end (summed, or being summed by the thread)."""
 
