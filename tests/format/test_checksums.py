@@ -41,9 +41,9 @@ def test_each_cell_is_the_crc32c_of_one_record_padding_included():
     data, starts = framed(payloads(40))
     sums = compute(data)
     assert sums.starts.tolist() == starts and sums.block_bytes is None and sums.unit == "record cell"
-    ends = starts[1:] + [len(data)]
-    assert sums.crcs.tolist() == [crc32c.crc32c(data[a:b]) for a, b in zip(starts, ends)]
-    assert [sums.span(n) for n in range(3)] == list(zip(starts[:3], ends[:3]))
+    ends = [*starts[1:], len(data)]
+    assert sums.crcs.tolist() == [crc32c.crc32c(data[a:b]) for a, b in zip(starts, ends, strict=True)]
+    assert [sums.span(n) for n in range(3)] == list(zip(starts[:3], ends[:3], strict=True))
     # a read of whole records is whole cells: nothing around them
     assert list(sums.covering(starts[4], starts[9])) == [4, 5, 6, 7, 8]
     assert list(sums.covering(starts[4] + 1, starts[9] + 1)) == [4, 5, 6, 7, 8, 9]

@@ -1,5 +1,6 @@
 """Checksums end to end (issue 22 §4): the writers record them (a cell per record), the readers check each cell the
-first time they read it (local, remote, and what the block cache returns), ``verify`` checks them all, ``index`` adds them to MXNet's files.
+first time they read it (local, remote, and what the block cache returns), ``verify`` checks them all, ``index``
+adds them to MXNet's files.
 
 A flipped byte must never come back as a wrong record: it is one ChecksumError naming the file, the byte range and
 its records.
