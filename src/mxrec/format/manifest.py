@@ -16,7 +16,8 @@ beside ``NAME.manifest.json``::
     }
 
 A shard written by mxrec also carries its checksums (``"checksums": {"algorithm": "crc32c", "cells": "records",
-"lengths": "<base64>", "crc32c": "<base64>"}``, :mod:`mxrec.format.checksums`), which readers check as they read; a manifest without them (an older one, another tool's) is read as before.
+"lengths": "<base64>", "crc32c": "<base64>"}``, :mod:`mxrec.format.checksums`), which readers check as they read;
+a manifest without them (an older one, another tool's) is read as before.
 
 Shard names are relative to the manifest's folder (a set can be moved or
 uploaded as it is); shards are listed in dataset order, so record positions
