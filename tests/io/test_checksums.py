@@ -20,7 +20,7 @@ import pytest
 from mxrec.datasets.opening import open_dataset
 from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ChecksumError, ManifestError
-from mxrec.format.checksums import checksums_path, compute, parse_sidecar
+from mxrec.format.checksums import BlockChecksums, checksums_path, compute, format_sidecar, parse_sidecar
 from mxrec.format.framing import MAGIC_BYTES
 from mxrec.io.index import build_index
 from mxrec.io.opener import RecordReader
@@ -131,6 +131,21 @@ def test_the_checks_travel_into_spawned_and_forked_workers(tmp_path):
     copy = pickle.loads(pickle.dumps(reader))  # a spawned worker maps the file anew: it checks again
     with pytest.raises(ChecksumError, match="fail their CRC-32C"):
         copy[2000]
+
+
+def test_an_older_files_version_1_checksums_a_grid_of_blocks_are_still_checked(tmp_path):
+    import crc32c
+
+    path = written(tmp_path, checksums=False)
+    data = path.read_bytes()
+    grid = 1 << 16
+    crcs = np.asarray([crc32c.crc32c(data[a:a + grid]) for a in range(0, len(data), grid)], np.uint32)
+    Path(checksums_path(path)).write_text(format_sidecar(BlockChecksums.grid(len(data), grid, crcs)))
+    assert json.loads(Path(checksums_path(path)).read_text())["version"] == 1
+    assert RecordReader(path).read_batch(range(N)) == payloads()
+    flip(path, 5 * grid + 3)
+    with pytest.raises(ChecksumError, match=rf"bytes {5 * grid}\.\.{6 * grid}: fail their CRC-32C checksum \(block 5"):
+        RecordReader(path).read_batch(range(N))
 
 
 def test_checksums_of_another_version_of_the_file_are_refused_at_open(tmp_path):
