@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+from crc32c import crc32c as _crc32c
 
 from mxrec.errors import ChecksumError, MxrecError
 from mxrec.format.framing import CFLAG_START, LENGTH_BITS, LENGTH_MASK, MAGIC, PART_HEADER, PART_HEADER_SIZE
@@ -56,9 +57,7 @@ SUFFIX = ".checksums"
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """The CRC-32C of ``data``, continuing from ``value`` (the CRC of the bytes before it)."""
-    import crc32c as backend
-
-    return backend.crc32c(data, value)
+    return _crc32c(data, value)
 
 
 def checksums_path(rec_path: str | os.PathLike) -> str:
@@ -252,36 +251,43 @@ class Summer:
         if start > fed:
             raise MxrecError(f"checksums: bytes {fed}..{start} were never summed")
         view = memoryview(data).cast("B")[fed - start:]
-        unpack_from = PART_HEADER.unpack_from
+        if self._head:  # a part header begun in the last feed
+            need = PART_HEADER_SIZE - len(self._head)
+            if len(view) < need:
+                self._head += bytes(view)
+                return
+            header, self._head = self._head + bytes(view[:need]), b""
+            self._part(header)
+            self._partial = _crc32c(header, self._partial)
+            self.done += PART_HEADER_SIZE
+            view = view[need:]
         while len(view):
-            at = self._next
-            if at is not None and self.done == at:  # a part header (its first bytes perhaps in the last feed)
-                need = PART_HEADER_SIZE - len(self._head)
-                if len(view) < need:
-                    self._head += bytes(view)
+            if self.done == self._next:
+                if len(view) < PART_HEADER_SIZE:
+                    self._head = bytes(view)
                     return
-                header = self._head + bytes(view[:need])
-                view = view[need:]
-                self._head = b""
-                magic, lrec = unpack_from(header)
-                if magic != MAGIC:
-                    self._next = None
-                else:
-                    length = lrec & LENGTH_MASK
-                    self._next = at + PART_HEADER_SIZE + length + (-length & 3)
-                    if lrec >> LENGTH_BITS <= CFLAG_START:
-                        self._begin(at)
-                if len(self._starts) == len(self._crcs):  # (no cell open: bytes before any record start)
-                    self._begin(at)
-                self._partial = crc32c(header, self._partial)
-                self.done = at + PART_HEADER_SIZE
-                continue
-            if len(self._starts) == len(self._crcs):
+                self._part(view)  # (then the header and its part are summed in one call)
+            elif len(self._starts) == len(self._crcs):  # bytes that start no record, before any that does
                 self._begin(self.done)
-            room = len(view) if at is None else at - self.done
+            room = len(view) if self._next is None else self._next - self.done
             piece, view = view[:room], view[room:]
-            self._partial = crc32c(piece, self._partial)
+            self._partial = _crc32c(piece, self._partial)
             self.done += len(piece)
+
+    def _part(self, header: bytes | memoryview) -> None:
+        """The part header at :attr:`done` (its first bytes in ``header``): where the next one is, and whether
+        a record, so a cell, starts here."""
+        magic, lrec = PART_HEADER.unpack_from(header)
+        at = self.done
+        if magic != MAGIC:
+            self._next = None
+        else:
+            length = lrec & LENGTH_MASK
+            self._next = at + PART_HEADER_SIZE + length + (-length & 3)
+            if lrec >> LENGTH_BITS <= CFLAG_START:
+                self._begin(at)
+        if len(self._starts) == len(self._crcs):  # (no cell open yet: the file starts with a damaged part)
+            self._begin(at)
 
     def _begin(self, offset: int) -> None:
         if len(self._starts) > len(self._crcs):  # (the open cell ends here)

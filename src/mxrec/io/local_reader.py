@@ -154,10 +154,11 @@ class LocalRecordReader(Records):
     def _records_between(self, start: int, end: int) -> str:
         return records_between(self.offsets, self.keys, start, end)
 
-    def _check(self, buf: mmap.mmap | bytes, start: int, end: int) -> None:
-        """Check the blocks under bytes ``[start, end)`` not checked yet; once all are, reading checks no more."""
+    def _check(self, buf: mmap.mmap | bytes, start: int, end: int, position: int = -1) -> None:
+        """Check the cells under bytes ``[start, end)`` (the record at ``position``, when given) not checked yet;
+        once all are, reading checks no more."""
         verifier = self._verifier
-        verifier.check_mapped(buf, start, end)
+        verifier.check_mapped(buf, start, end, position)
         if not verifier.unchecked:
             self._pending_check = None
 
@@ -199,7 +200,7 @@ class LocalRecordReader(Records):
         end = offset + 8 + lrec
         if magic == _MAGIC and lrec < _FULL_LIMIT and end + (-lrec & 3) <= len(buf):
             if self._pending_check is not None:
-                self._pending_check(buf, offset, end)
+                self._pending_check(buf, offset, end, position)
             return buf, offset + 8, end
         return buf, -1, -1
 
@@ -222,7 +223,7 @@ class LocalRecordReader(Records):
                     f"record in {self.path}: {exc.reason}", key=self.keys[position]) from None
             raise
         if self._pending_check is not None:
-            self._pending_check(buf, offset, after)
+            self._pending_check(buf, offset, after, position)
         return payload
 
     def view(self, position: int) -> memoryview:
