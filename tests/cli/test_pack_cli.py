@@ -23,8 +23,8 @@ def test_pack_with_shards_and_pack_label(mxrec_cli, im2rec, tmp_path):
     shutil.copy(im2rec / "packlabel3" / "sub.lst", tmp_path / "ml.lst")
     mxrec_cli("pack", "--pass-through", "--pack-label", "--shard-size", "30", "--no-progress",
               tmp_path / "ml", im2rec / "photos200", check=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml.lst", "ml.manifest.json", "ml_00000.idx",
-                                                          "ml_00000.rec", "ml_00001.idx", "ml_00001.rec"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ml.lst", "ml.manifest.json", *(
+        f"ml_0000{n}.{ext}" for n in range(2) for ext in ("checksums", "idx", "rec"))]
     with RecordReader(tmp_path / "ml_00001.rec") as reader:
         assert len(reader) == 20 and reader.header(0).flag == 3
 

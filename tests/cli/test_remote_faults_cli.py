@@ -137,7 +137,8 @@ def test_sharded_pack_under_faults_is_exact(s3_proxy, s3_bucket, images, tmp_pat
     done = mxrec(s3_proxy, "pack", f"s3://{s3_bucket}/one", str(images), "--shard-size", "4", "--no-progress")
     assert done.returncode == 0, done.stderr
     assert sorted(s3_proxy.server.list_keys(s3_bucket)) == sorted(
-        ["one.lst", "one.manifest.json", *[f"one_{n:05d}.{ext}" for n in range(3) for ext in ("rec", "idx")]])
+        ["one.lst", "one.manifest.json", *[f"one_{n:05d}.{ext}" for n in range(3)
+                                           for ext in ("rec", "idx", "checksums")]])
     assert s3_proxy.faults.pending == []
     done = mxrec(s3_proxy, "info", f"s3://{s3_bucket}/one.manifest.json", "--json")
     assert done.returncode == 0 and '"records": 10' in done.stdout, done.stdout + done.stderr

@@ -73,7 +73,7 @@ def test_convert_under_a_5xx_storm_is_exact_and_leaves_nothing_staged(s3_proxy, 
     s3_proxy.clear_profile()
     assert s3_proxy.log.count(status=503) > 0
     assert objects(s3_proxy, s3_bucket) == ["out.manifest.json", *[f"out_{n:05d}.{ext}" for n in range(3)
-                                                                   for ext in ("idx", "rec")]]
+                                                                   for ext in ("checksums", "idx", "rec")]]
     assert result.manifest is not None
     assert list(open_dataset(f"s3://{s3_bucket}/out.manifest.json", storage=storage)) == PAYLOADS
 

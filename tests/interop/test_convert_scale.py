@@ -170,7 +170,8 @@ def test_a_rerun_into_the_same_name_leaves_no_stale_shards(fmt, tmp_path):
     meta = "" if fmt == "recordio" else ".mxrec/"
     expected = sorted([*(Path(f).name for f in second.files), meta + Path(second.manifest).name,
                        *(f"{meta}{Path(f).name}.idx" for f in second.files if fmt == "tfrecord"),
-                       *(Path(f).with_suffix(".idx").name for f in second.files if fmt == "recordio")])
+                       *(Path(f).with_suffix(s).name for f in second.files if fmt == "recordio"
+                         for s in (".idx", ".checksums"))])
     assert left == expected
     if fmt != "recordio":  # the folder, as a reader finds it, is the new set
         mxrec.convert(tmp_path / "out", source, source_format=fmt)

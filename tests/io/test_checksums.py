@@ -207,17 +207,19 @@ def test_verify_checks_every_cell_and_names_the_damaged_ones(tmp_path):
 # -- shard sets
 
 
-def test_a_shard_set_keeps_its_checksums_in_its_manifest_and_readers_check_them(tmp_path):
+def test_a_shard_set_keeps_each_shards_checksums_beside_it_and_readers_check_them(tmp_path):
     with ShardedWriter(tmp_path / "s.rec", ShardLimit(records=1000)) as writer:
         for i, payload in enumerate(payloads()):
             writer.write(payload, i)
-    assert not list(tmp_path.glob("*.checksums"))  # (in the manifest)
+    assert sorted(p.name for p in tmp_path.glob("*.checksums")) == [f"s_0000{n}.checksums" for n in range(3)]
     manifest = read_manifest(tmp_path / "s.manifest.json")
+    listed = json.loads((tmp_path / "s.manifest.json").read_text())["shards"]
+    assert [shard["checksums"] for shard in listed] == ["sidecar"] * 3  # (the manifest stays small)
     for entry in manifest.shards:
-        assert entry.checksums == compute((tmp_path / entry.rec).read_bytes())
+        assert entry.checksums is True and sums_of(tmp_path / entry.rec) == compute((tmp_path / entry.rec).read_bytes())
     data = open_dataset(tmp_path / "s.manifest.json")
     assert data.read_batch(range(N)) == payloads()
-    cells = manifest.shards[1].checksums
+    cells = sums_of(tmp_path / "s_00001.rec")
     flip(tmp_path / "s_00001.rec", 5000)
     lo, hi = cells.span(cells.covering(5000, 5001)[0])
     with pytest.raises(ChecksumError, match=rf"s_00001.rec: bytes {lo}\.\.{hi}: fail"):
@@ -234,8 +236,11 @@ def test_index_adds_checksums_to_a_manifest_that_lists_none(tmp_path):
         del shard["checksums"]
     path.write_text(json.dumps(text))
     assert all(e.checksums is None for e in read_manifest(path).shards)
+    for sidecar in tmp_path.glob("*.checksums"):
+        sidecar.unlink()
     add_manifest_checksums(path)
-    assert all(e.checksums == compute((tmp_path / e.rec).read_bytes()) for e in read_manifest(path).shards)
+    assert all(e.checksums is True and sums_of(tmp_path / e.rec) == compute((tmp_path / e.rec).read_bytes())
+               for e in read_manifest(path).shards)
     text["shards"][0]["rec_bytes"] += 1
     path.write_text(json.dumps(text))
     with pytest.raises(ManifestError, match="shard 0"):
@@ -302,9 +307,9 @@ def test_convert_and_pack_outputs_carry_checksums(tmp_path, photos, im2rec):
     assert one.files == [str(tmp_path / "one" / "out.rec")]
     assert sums_of(tmp_path / "one" / "out.rec") == compute((tmp_path / "one" / "out.rec").read_bytes())
     mxrec.convert(source, tmp_path / "sets" / "out.rec", shard_size=1000, workers=2)  # shards: in the manifest
-    for entry in read_manifest(tmp_path / "sets" / "out.manifest.json").shards:
-        assert entry.checksums == compute((tmp_path / "sets" / entry.rec).read_bytes())
-    assert not list((tmp_path / "sets").glob("*.checksums"))
+    for entry in read_manifest(tmp_path / "sets" / "out.manifest.json").shards:  # shards: each sidecar beside it
+        assert entry.checksums is True
+        assert sums_of(tmp_path / "sets" / entry.rec) == compute((tmp_path / "sets" / entry.rec).read_bytes())
     shutil.copy(im2rec / "default" / "sub.lst", tmp_path / "packed" / "sub.lst")
     done = run_cli("pack", "--pass-through", "--no-progress", tmp_path / "packed" / "sub", photos)
     assert done.returncode == 0, done.stderr

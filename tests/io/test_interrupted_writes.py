@@ -142,7 +142,7 @@ def test_a_remote_sharded_pack_publishes_only_after_the_last_shard(s3_server, s3
     assert keys[first_final] == keys[-1] == "int/train.manifest.json"  # the marker first, the manifest last
     assert sorted(s3_server.list_keys(s3_bucket)) == sorted(
         ["int/train.lst", "int/train.manifest.json"] + [f"int/train_{n:05d}.{e}" for n in range(10)
-                                                        for e in ("rec", "idx")])
+                                                        for e in ("rec", "idx", "checksums")])
     assert list(spool.iterdir()) == []
 
 
@@ -166,8 +166,8 @@ def test_a_smaller_set_written_over_a_larger_one_removes_its_stale_shards(tmp_pa
     """Regression: re-packing 20 records over 40 left train_00002/3.rec/.idx, and a glob read 40 records."""
     write_set(tmp_path / "train.rec", 40, 10)
     write_set(tmp_path / "train.rec", 20, 10)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "train.manifest.json", "train_00000.idx", "train_00000.rec", "train_00001.idx", "train_00001.rec"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # (with each shard's checksums)
+        "train.manifest.json", *(f"train_0000{n}.{ext}" for n in range(2) for ext in ("checksums", "idx", "rec"))]
     assert len(open_dataset(str(tmp_path / "train_*.rec"))) == 20
     assert read_manifest(tmp_path / "train.manifest.json").records == 20
     # an earlier set whose manifest is gone: the shards numbered after the new set's go too
@@ -257,5 +257,6 @@ def test_repacking_a_smaller_list_with_the_cli_leaves_no_stale_shard(tmp_path):
     pack(lines)
     assert len(list(tmp_path.glob("photos_*.rec"))) == 3
     pack(lines[:15])
-    assert sorted(p.name for p in tmp_path.glob("photos_*")) == ["photos_00000.idx", "photos_00000.rec"]
+    assert sorted(p.name for p in tmp_path.glob("photos_*")) == ["photos_00000.checksums", "photos_00000.idx",
+                                                                 "photos_00000.rec"]
     assert len(open_dataset(str(tmp_path / "photos_*.rec"))) == 15

@@ -138,11 +138,13 @@ def test_s3_sharded_write_then_read_by_manifest(s3_server, s3_bucket, local, tmp
             writer.write(payload, key=i)
     puts = [r.key for r in s3_server.log.filter(method="PUT")]
     staged = [k for k in puts if "/.train.staging-" in k]  # each shard uploaded when finished, into the staging
-    assert len(staged) == 6 and staged[0].endswith("-train_00000.idx")  # folder, its .idx first
+    assert len(staged) == 9 and staged[0].endswith("-train_00000.idx")  # folder, its .idx first, then its checksums
+    assert [k.rsplit("-", 1)[1] for k in staged[:3]] == ["train_00000.idx", "train_00000.checksums", "train_00000.rec"]
     published = [k for k in puts if k not in staged]  # then the marker, each copied to its name, the manifest last
-    assert published[0] == published[-1] == "sets/train.manifest.json" and len(published) == 8
+    assert published[0] == published[-1] == "sets/train.manifest.json" and len(published) == 11
     assert puts.index(published[0]) > puts.index(staged[-1])  # nothing final before every shard is staged
     assert published.index("sets/train_00000.idx") < published.index("sets/train_00000.rec")
+    assert published.index("sets/train_00000.checksums") < published.index("sets/train_00000.rec")
     assert sorted(s3_server.list_keys(s3_bucket)) == sorted(set(published))  # the staged objects are gone
     with ShardedWriter(tmp_path / "train.rec", ShardLimit(records=700)) as same:
         for i, payload in enumerate(records()):
@@ -158,6 +160,9 @@ def test_s3_sharded_write_then_read_by_manifest(s3_server, s3_bucket, local, tmp
         ("HEAD", "sets/train.manifest.json"), ("GET", "sets/train.manifest.json")}  # no listing
     assert dataset.read_batch([0, 699, 700, 1999]) == [records()[i] for i in (0, 699, 700, 1999)]
     assert len(s3_server.log.since(mark, method="HEAD", key="sets/train_00001.rec")) == 0  # sizes from the manifest
+    # a shard's checksums are read when the shard is first read: one GET of its sidecar, checked against it
+    assert len(s3_server.log.since(mark, method="GET", key="sets/train_00001.checksums")) == 1
+    assert not s3_server.log.since(mark, key="sets/train_00001.checksums", method="HEAD")
 
     s3_server.client().delete_object(Bucket=s3_bucket, Key="sets/train_00002.rec")
     s3_server.client().delete_object(Bucket=s3_bucket, Key="sets/train_00002.idx")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from mxrec.format.checksums import compute
+from mxrec.format.checksums import compute, parse_sidecar
 from mxrec.format.manifest import ShardEntry
 from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardedWriter, ShardLimit, read_manifest
@@ -24,8 +24,9 @@ def test_manifest_lists_every_shard_with_its_records_and_sizes(tmp_path):
     manifest = read_manifest(tmp_path / "t.manifest.json")
     assert manifest.records == 7 and [s.records for s in manifest.shards] == [3, 3, 1]
     assert manifest.shards[0] == ShardEntry("t_00000.rec", "t_00000.idx", 3, os.path.getsize(tmp_path / "t_00000.rec"),
-                                            os.path.getsize(tmp_path / "t_00000.idx"),
-                                            compute((tmp_path / "t_00000.rec").read_bytes()))  # the block checksums
+                                            os.path.getsize(tmp_path / "t_00000.idx"), True)  # checksums: its sidecar
+    assert parse_sidecar((tmp_path / "t_00000.checksums").read_text(), "t_00000.checksums") == compute(
+        (tmp_path / "t_00000.rec").read_bytes())
     keys = [k for rec, idx in writer.paths for k in RecordReader(rec, idx).keys]
     assert keys == list(range(100, 107))
 

@@ -7,7 +7,7 @@ atomically beside the .rec, or to -o PATH; the checksums
 (NAME.checksums, which readers check as they read) beside the .rec, from the
 same pass. --checksums-only adds the checksums to an existing file (MXNet's)
 and leaves its .idx alone; given a shard set's manifest, it adds every shard's
-checksums to the manifest.
+checksums beside each shard and says so in the manifest.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "auto (default): ids when every record has a header and they are unique")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checksums-only", action="store_true",
-                       help="only write the checksums (NAME.checksums; for a manifest: into it), keep the .idx")
+                       help="only write the checksums (NAME.checksums; for a manifest: beside each shard), keep the .idx")
     which.add_argument("--no-checksums", action="store_true", help="only write the .idx")
     # The old name, kept working but not shown: --keys elsewhere lists keys (mxrec preview --keys 3,7).
     p.add_argument("--keys", dest="key_source", choices=KEY_SOURCES, default=argparse.SUPPRESS,
@@ -43,8 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.checksums_only:
         if args.rec.endswith(MANIFEST_SUFFIX):
             manifest = add_manifest_checksums(args.rec)
-            blocks = sum(len(s.checksums) for s in manifest.shards)
-            print(f"wrote {args.rec}: the checksums of {len(manifest.shards)} shard(s), {blocks} record cell(s)")
+            print(f"wrote the checksums of {len(manifest.shards)} shard(s) beside them, and {args.rec}")
             return 0
         sums = write_checksums(args.rec)
         print(f"wrote {checksums_path(args.rec)}: {sums.describe()}")

@@ -65,7 +65,7 @@ from mxrec.doctor.contents import (
 )
 from mxrec.doctor.report import Check, Report
 from mxrec.errors import ChecksumError, IndexFileError, OptionError
-from mxrec.format.checksums import BlockChecksums
+from mxrec.format.checksums import BlockChecksums, checksums_path
 from mxrec.format.idx import Index, KeyType
 from mxrec.format.insightface import resolve_layout
 from mxrec.io.checksummed import find_checksums, records_between
@@ -130,9 +130,14 @@ def _checksums(rec_path: str, size: int, given: BlockChecksums | bool | None,
     if isinstance(given, BlockChecksums):
         return given
     try:
-        return find_checksums(rec_path, size, storage_options)
+        found = find_checksums(rec_path, size, storage_options)
     except ChecksumError as exc:
         return exc
+    if found is None and given is True:
+        return ChecksumError(checksums_path(rec_path), "missing: the set's manifest says the shard's checksums are "
+                                                       "there (mxrec index --checksums-only SET.manifest.json "
+                                                       "writes them again)")
+    return found
 
 
 def verify_dataset(rec_path: str | os.PathLike, idx_path: str | os.PathLike | None = None,

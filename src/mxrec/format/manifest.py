@@ -15,9 +15,12 @@ beside ``NAME.manifest.json``::
       ]
     }
 
-A shard written by mxrec also carries its checksums (``"checksums": {"algorithm": "crc32c", "cells": "records",
-"lengths": "<base64>", "crc32c": "<base64>"}``, :mod:`mxrec.format.checksums`), which readers check as they read;
-a manifest without them (an older one, another tool's) is read as before.
+A shard written by mxrec also has checksums, which readers check as they read (:mod:`mxrec.format.checksums`):
+``"checksums": "sidecar"`` says they are in the shard's own sidecar, ``NAME_00000.checksums`` beside its ``.rec``
+(a cell per record: a table inline would make the manifest grow with the records, 11 bytes each, and the manifest
+is read whole when the set is opened); an entry may also hold a table inline (``"checksums": {"algorithm":
+"crc32c", "block_bytes": ..., "crc32c": ...}``, as earlier mxrec versions wrote). A manifest without them (an older
+one, another tool's) is read as before.
 
 Shard names are relative to the manifest's folder (a set can be moved or
 uploaded as it is); shards are listed in dataset order, so record positions
@@ -46,10 +49,12 @@ import os
 from dataclasses import dataclass
 
 from mxrec.errors import ChecksumError, IncompleteSetError, ManifestError
-from mxrec.format.checksums import BlockChecksums
+from mxrec.format.checksums import BlockChecksums, checksums_path
 from mxrec.format.idx import sidecar_path
 
 FORMAT = "mxrec-shards"
+#: A shard entry's ``checksums`` when they are in the shard's sidecar.
+SIDECAR = "sidecar"
 VERSION = 1
 MANIFEST_SUFFIX = ".manifest.json"
 MARKER_FORMAT = "mxrec-incomplete"
@@ -99,19 +104,31 @@ def refuse_marker(data: object, where: str | os.PathLike | None) -> None:
 @dataclass(frozen=True)
 class ShardEntry:
     """One shard of a set: its ``.rec`` and ``.idx`` names (relative to the manifest), records and sizes, and the
-    ``.rec``'s checksums when the writer recorded them."""
+    ``.rec``'s checksums when the writer recorded them: ``True`` for those in its sidecar, a table for those the
+    manifest holds, ``None`` for none."""
 
     rec: str
     idx: str | None
     records: int
     rec_bytes: int
     idx_bytes: int | None = None
-    checksums: BlockChecksums | None = None
+    checksums: BlockChecksums | bool | None = None
+
+    @property
+    def sidecar(self) -> str | None:
+        """The name of the shard's checksums sidecar when its checksums are there."""
+        return checksums_path(self.rec) if self.checksums is True else None
+
+    def files(self) -> list[str]:
+        """The shard's files, as named here: its ``.rec``, ``.idx`` and checksums sidecar (those it has)."""
+        return [name for name in (self.rec, self.idx, self.sidecar) if name]
 
     def to_dict(self) -> dict:
         fields = {"rec": self.rec, "idx": self.idx, "records": self.records, "rec_bytes": self.rec_bytes,
                   "idx_bytes": self.idx_bytes}
-        return fields if self.checksums is None else {**fields, "checksums": self.checksums.to_dict()}
+        if self.checksums is None or self.checksums is False:
+            return fields
+        return {**fields, "checksums": SIDECAR if self.checksums is True else self.checksums.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -159,7 +176,9 @@ def parse_manifest(text: str | bytes, where: str | os.PathLike | None = None) ->
         except (KeyError, TypeError) as exc:
             raise ManifestError(where, f"shard {number}: missing field {exc}") from None
         _check_entry(entry, number, where)
-        if shard.get("checksums") is not None:
+        if shard.get("checksums") == SIDECAR:
+            entry = dataclasses.replace(entry, checksums=True)
+        elif shard.get("checksums") is not None:
             try:
                 sums = BlockChecksums.from_dict(shard["checksums"], entry.rec_bytes, where)
             except ChecksumError as exc:

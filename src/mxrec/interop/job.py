@@ -34,7 +34,6 @@ import numpy as np
 
 from mxrec.datasets.mixture import Mixture
 from mxrec.errors import MxrecError, ParameterError
-from mxrec.format.checksums import checksums_path, format_sidecar
 from mxrec.format.idx import index_path_for
 from mxrec.format.manifest import Manifest, ShardEntry, marker_text
 from mxrec.format.manifest import manifest_path as rec_manifest_path
@@ -50,6 +49,7 @@ from mxrec.interop.sets import (
     resolve_set,
 )
 from mxrec.interop.tasks import Task, TaskResult, face_positions, open_source, run_task
+from mxrec.io.checksummed import stage_sidecar
 from mxrec.io.lists import LABELS_SUFFIX, read_label_names, write_label_names
 from mxrec.io.records import Records
 from mxrec.io.shards import ShardLimit, parse_shard_size, shard_paths, stale_shards
@@ -391,12 +391,9 @@ def publish(job: Plan, results: list[TaskResult], commit: Commit, report: Report
     for number, shard in enumerate(staged):
         rec, idx = (target.path, index_path_for(target.path)) if manifest is None else target.shard(number)
         entries.append(ShardEntry(basename(rec), None if shard.idx is None else meta + basename(idx), shard.records,
-                                  shard.rec_bytes, shard.idx_bytes, shard.checksums))
-        if manifest is None and shard.checksums is not None:  # one .rec: its checksums in a sidecar beside it
-            sidecar = checksums_path(rec)
-            with open(commit.path_for(sidecar), "w", encoding="utf-8", newline="\n") as f:
-                f.write(format_sidecar(shard.checksums))
-            commit.finish(sidecar)
+                                  shard.rec_bytes, shard.idx_bytes, shard.checksums is not None or None))
+        if shard.checksums is not None:  # a .rec's checksums in a sidecar beside it (a set's manifest says so)
+            stage_sidecar(commit, rec, shard.checksums)
         if shard.idx is not None:  # (the index before its data: see the commit protocol)
             commit.adopt(shard.idx, idx)
         commit.adopt(shard.path, rec)

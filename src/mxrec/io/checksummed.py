@@ -22,6 +22,7 @@ import numpy as np
 from mxrec.errors import ChecksumError
 from mxrec.format.checksums import BlockChecksums, checksums_path, compute, format_sidecar, parse_sidecar
 from mxrec.storage.atomic import atomic_open
+from mxrec.storage.commit import Commit
 from mxrec.storage.files import read_bytes
 from mxrec.storage.filesystem import StorageOptions
 from mxrec.storage.memory_map import mapped
@@ -194,6 +195,16 @@ def write_checksums(rec_path: str, storage: StorageOptions = None) -> BlockCheck
         checksums = compute(buf)
     write_sidecar(checksums_path(rec_path), checksums, storage)
     return checksums
+
+
+def stage_sidecar(commit: Commit, rec_path: str, checksums: BlockChecksums) -> str:
+    """Write the sidecar of ``rec_path`` (an output's final name) into ``commit``, finished, to be published with
+    it (before the ``.rec``, when staged before it); its final name."""
+    sidecar = checksums_path(rec_path)
+    with open(commit.path_for(sidecar), "w", encoding="utf-8", newline="\n") as f:
+        f.write(format_sidecar(checksums))
+    commit.finish(sidecar)
+    return sidecar
 
 
 def write_sidecar(path: str, checksums: BlockChecksums, storage: StorageOptions = None) -> None:

@@ -12,7 +12,8 @@ The set is written with the one commit protocol (:class:`~mxrec.storage.commit.C
 staged under a name no reader takes (``<name>.partial`` locally; for a URL each finished shard is spooled
 locally and uploaded into the hidden staging folder at once, its spool files dropped), and only the whole job's
 successful ``close`` publishes them: a marker at the manifest's place first, then the shards, ``.idx`` before
-``.rec``, then the manifest (:mod:`mxrec.format.manifest`, ``name.manifest.json``), last. Shards of an earlier,
+``.rec`` (and its checksums sidecar, ``name_00000.checksums``, before it), then the manifest
+(:mod:`mxrec.format.manifest`, ``name.manifest.json``), last. Shards of an earlier,
 larger set of the same name are removed after it. An exception or interrupt, also one inside ``close``, removes
 whatever the job staged, published or spooled, retrying each removal; what cannot be removed stays behind the
 marker, which no reader takes for a set, and is named on the error.
@@ -27,9 +28,10 @@ import re
 from dataclasses import dataclass
 
 from mxrec.errors import ManifestError, OptionError
-from mxrec.format.checksums import BlockChecksums, compute
+from mxrec.format.checksums import BlockChecksums, checksums_path, compute
 from mxrec.format.framing import encoded_size
 from mxrec.format.manifest import Manifest, ShardEntry, manifest_path, marker_text, parse_manifest
+from mxrec.io.checksummed import stage_sidecar, write_sidecar
 from mxrec.io.writer import RecordWriter
 from mxrec.storage.atomic import atomic_open
 from mxrec.storage.commit import Commit, numbered_files
@@ -89,9 +91,9 @@ def write_manifest(path: str | os.PathLike, manifest: Manifest, storage_options:
 
 def describe_shards(paths: list[tuple[str, str | None]], records: list[int], folder: str,
                     written: list[tuple[str, str | None]] | None = None,
-                    checksums: list[BlockChecksums | None] | None = None) -> Manifest:
-    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each (with their block ``checksums``),
-    names relative to ``folder``.
+                    checksums: list[BlockChecksums | bool | None] | None = None) -> Manifest:
+    """The manifest of finished shards ``(rec, idx)`` holding ``records`` each (with their ``checksums``: ``True``
+    for a shard whose sidecar holds them), names relative to ``folder``.
 
     Sizes are read from ``written`` (where the bytes are now, e.g. local spool files of remote shards), by default
     from ``paths``.
@@ -107,8 +109,9 @@ def describe_shards(paths: list[tuple[str, str | None]], records: list[int], fol
 
 
 def add_manifest_checksums(path: str | os.PathLike, storage_options: StorageOptions = None) -> Manifest:
-    """Compute the checksums of every shard a manifest lists and write the manifest again with them (each
-    shard read once, whole; the shards are not touched). ``mxrec index --checksums-only SET.manifest.json``.
+    """Compute the checksums of every shard a manifest lists, write each beside its shard (``NAME_00000.checksums``)
+    and the manifest again, saying so (each shard read once, whole; the shards and their ``.idx`` are not touched).
+    ``mxrec index --checksums-only SET.manifest.json``.
 
     Parameters
     ----------
@@ -136,23 +139,36 @@ def add_manifest_checksums(path: str | os.PathLike, storage_options: StorageOpti
             if len(buf) != entry.rec_bytes:
                 raise ManifestError(path, f"shard {number} ({entry.rec}) has {len(buf)} bytes, the manifest says "
                                           f"{entry.rec_bytes}")
-            entries.append(dataclasses.replace(entry, checksums=compute(buf)))
+            sums = compute(buf)
+        write_sidecar(join(folder, checksums_path(entry.rec)), sums, storage_options)
+        entries.append(dataclasses.replace(entry, checksums=True))
     updated = Manifest(tuple(entries))
     write_manifest(path, updated, storage_options)
     return updated
 
 
-def stale_shards(rec_path: str, count: int, storage_options: StorageOptions = None) -> list[str]:
+def shard_files(rec_path: str | os.PathLike, number: int) -> tuple[str, str, str]:
+    """``(rec, idx, checksums)`` paths of shard ``number`` of ``rec_path``: :func:`shard_paths` and the sidecar."""
+    rec, idx = shard_paths(rec_path, number)
+    return rec, idx, checksums_path(rec)
+
+
+def stale_shards(rec_path: str, count: int, storage_options: StorageOptions = None, *,
+                 sidecars: bool = True) -> list[str]:
     """The files of the shard set now under ``rec_path``'s name that a new set of ``count`` shards does not
     overwrite: those its manifest lists, and the shards numbered from ``count`` on (an earlier, larger set's, or
-    one whose manifest is gone)."""
+    one whose manifest is gone), with their checksums sidecars; ``sidecars=False`` (the new shards have none):
+    the sidecars of shards ``0..count-1`` too, which must not stand beside the new bytes."""
     names: set[str] = set()
     path = manifest_path(rec_path)
     with contextlib.suppress(ManifestError, OSError):
         folder = parent(path)
-        names |= {join(folder, n) for e in read_manifest(path, storage_options).shards for n in (e.rec, e.idx) if n}
-    names |= set(numbered_files(lambda n: shard_paths(rec_path, n), count, storage_options))
-    return sorted(names - {p for n in range(count) for p in shard_paths(rec_path, n)})
+        names |= {join(folder, n) for e in read_manifest(path, storage_options).shards for n in e.files()}
+    names |= set(numbered_files(lambda n: shard_files(rec_path, n), count, storage_options))
+    if not sidecars and not is_url(rec_path):  # (remote: those the manifest lists; a request a shard otherwise)
+        names |= {p for n in range(count) if os.path.lexists(p := shard_files(rec_path, n)[2])}
+    written = {p for n in range(count) for p in shard_files(rec_path, n)[:3 if sidecars else 2]}
+    return sorted(names - written)
 
 
 def _relative(path: str, folder: str) -> str:
@@ -166,7 +182,7 @@ class _Done:
     final: tuple[str, str]
     records: int
     sizes: tuple[int, int]
-    checksums: BlockChecksums | None
+    checksums: bool  # in its sidecar
 
 
 class ShardedWriter:
@@ -214,7 +230,7 @@ class ShardedWriter:
             staged_idx = self.commit.path_for(idx)  # (the .idx before the .rec: see the commit protocol)
             staged_rec = self.commit.path_for(rec)
             self._staged = (staged_rec, staged_idx)
-            current = self._current = RecordWriter(staged_rec, staged_idx, sidecar=False)  # (sums: the manifest)
+            current = self._current = RecordWriter(staged_rec, staged_idx, sidecar=False)  # (its sums: below)
         return current.write(payload, key)
 
     def _finish_shard(self) -> None:
@@ -225,8 +241,10 @@ class ShardedWriter:
         final = shard_paths(self.rec_path, len(self._done))
         sizes = (os.path.getsize(rec), os.path.getsize(idx))
         self.commit.finish(final[1])
+        if current.checksums is not None:  # the shard's own sidecar, staged with it (published before its .rec)
+            stage_sidecar(self.commit, final[0], current.checksums)
         self.commit.finish(final[0])
-        self._done.append(_Done(final, len(current), sizes, current.checksums))
+        self._done.append(_Done(final, len(current), sizes, current.checksums is not None))
 
     def close(self) -> None:
         """Publish every shard, then the manifest, then remove stale shards (see the class doc). Idempotent."""
@@ -238,12 +256,14 @@ class ShardedWriter:
                 self._finish_shard()
             folder = parent(self.manifest_path) or os.curdir
             manifest = Manifest(tuple(ShardEntry(_relative(d.final[0], folder), _relative(d.final[1], folder),
-                                                 d.records, d.sizes[0], d.sizes[1], d.checksums) for d in self._done))
-            stale = stale_shards(self.rec_path, len(self._done), self.storage_options)
+                                                 d.records, d.sizes[0], d.sizes[1], d.checksums or None)
+                                      for d in self._done))
+            stale = stale_shards(self.rec_path, len(self._done), self.storage_options,
+                                 sidecars=all(d.checksums for d in self._done))
         except BaseException as exc:
             self._remove_everything(exc)
             raise
-        names = [name for shard in manifest.shards for name in (shard.rec, shard.idx)]
+        names = [name for shard in manifest.shards for name in shard.files()]
         self.commit.publish(manifest=(self.manifest_path, marker_text(self.commit.job, names), manifest.to_json()),
                             stale=stale)
 

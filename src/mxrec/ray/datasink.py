@@ -43,9 +43,10 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.datasource.datasink import WriteResult
 
 from mxrec.errors import MissingFolderError, OptionError, PackError, ParameterError
-from mxrec.format.checksums import BlockChecksums
+from mxrec.format.checksums import BlockChecksums, checksums_path
 from mxrec.format.header import IRHeader, pack
 from mxrec.format.manifest import Manifest, manifest_path, marker_text
+from mxrec.io.checksummed import stage_sidecar
 from mxrec.io.opener import RecordReader
 from mxrec.io.shards import (
     ShardedWriter,
@@ -62,7 +63,8 @@ from mxrec.storage.commit import Commit
 from mxrec.storage.filesystem import local_or_none
 
 Notes = dict[str, Any]  # what a write task reports beyond its shards (see RecordSink.records)
-Staged = tuple[str, str, int, BlockChecksums | None]  # a task's shard: .rec and .idx in staging, records, checksums
+# a task's shard: .rec and .idx in staging, records, checksums (True: in the sidecar beside the staged .rec)
+Staged = tuple[str, str, int, BlockChecksums | bool | None]
 
 
 def _shard_limit(shard_size: ShardLimit | int | str | None) -> ShardLimit | None:
@@ -220,16 +222,21 @@ class RecordSink(Datasink):
         """Publish the staged shards behind a marker, the manifest last, then clear away what it does not list
         (the staging folder with dead attempts' files and empty shards, an older set's later shards)."""
         finals = [shard_paths(self.rec_path, number) for number in range(len(staged))]
-        for (rec, idx, _, _), (final_rec, final_idx) in zip(staged, finals, strict=True):
-            self.commit.adopt(idx, final_idx)  # (the .idx before its data: see the commit protocol)
+        for (rec, idx, _, sums), (final_rec, final_idx) in zip(staged, finals, strict=True):
+            self.commit.adopt(idx, final_idx)  # (the .idx, then the checksums, before the data: the commit protocol)
+            if sums is True:
+                self.commit.adopt(checksums_path(rec), checksums_path(final_rec))
+            elif sums is not None:
+                stage_sidecar(self.commit, final_rec, sums)
             self.commit.adopt(rec, final_rec)
         folder = os.path.dirname(self.manifest_path)
         manifest = describe_shards(finals, [count for _, _, count, _ in staged], folder,
                                    written=[(rec, idx) for rec, idx, _, _ in staged],
-                                   checksums=[sums for *_, sums in staged])
-        names = [name for shard in manifest.shards for name in (shard.rec, shard.idx)]
+                                   checksums=[sums is not None or None for *_, sums in staged])
+        names = [name for shard in manifest.shards for name in shard.files()]
         self.commit.publish(manifest=(self.manifest_path, marker_text(self.job_id, names), manifest.to_json()),
-                            stale=stale_shards(self.rec_path, len(finals)))
+                            stale=stale_shards(self.rec_path, len(finals),
+                                               sidecars=all(sums is not None for *_, sums in staged)))
         return manifest
 
     # -- in the write tasks ------------------------------------------------------------------------------------
@@ -287,7 +294,7 @@ class RecordSink(Datasink):
         """The writer of one task, for keys of the first key's type (strings, else integers)."""
         if self.limit is None:
             return RecordWriter(base, index=True, key_type=str if isinstance(first_key, str) else int, atomic=True,
-                                sidecar=False)  # (the sums go in the manifest)
+                                sidecar=False)  # (the driver stages its sums beside the shard it publishes)
         if isinstance(first_key, str):
             raise OptionError(f"write_recordio: shard_size needs integer keys, not strings like {first_key!r}")
         return ShardedWriter(base, self.limit)
