@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "auto (default): ids when every record has a header and they are unique")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--checksums-only", action="store_true",
-                       help="only write the checksums (NAME.checksums; for a manifest: beside each shard), keep the .idx")
+                       help="only write the checksums (NAME.checksums; for a manifest: beside each shard), "
+                            "keep the .idx")
     which.add_argument("--no-checksums", action="store_true", help="only write the .idx")
     # The old name, kept working but not shown: --keys elsewhere lists keys (mxrec preview --keys 3,7).
     p.add_argument("--keys", dest="key_source", choices=KEY_SOURCES, default=argparse.SUPPRESS,
