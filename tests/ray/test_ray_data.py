@@ -224,15 +224,16 @@ def test_many_blocks_and_shard_size_keep_every_record_in_order(mray, im2rec, tmp
     names = {p.name for p in tmp_path.iterdir()}
     assert names == {"four.manifest.json", "capped.manifest.json"} | {
         n for s in read_manifest(tmp_path / "four.manifest.json").shards + read_manifest(
-            tmp_path / "capped.manifest.json").shards for n in (s.rec, s.idx)}
+            tmp_path / "capped.manifest.json").shards for n in s.files()}  # (.rec, .idx and checksums)
+    assert all(s.checksums is True for s in read_manifest(tmp_path / "capped.manifest.json").shards)
 
 
 def test_rewriting_a_set_replaces_the_old_one(mray, im2rec, tmp_path):
     ds = mray.read_recordio(im2rec / "default" / "sub.rec", override_num_blocks=5)
     mray.write_recordio(ds, tmp_path / "out.rec")
     mray.write_recordio(ds.limit(20).repartition(2), tmp_path / "out.rec")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "out.manifest.json", "out_00000.idx", "out_00000.rec", "out_00001.idx", "out_00001.rec"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # (the older set's later shards and sidecars gone)
+        "out.manifest.json", *(f"out_0000{n}.{ext}" for n in range(2) for ext in ("checksums", "idx", "rec"))]
     assert len(set_records(tmp_path / "out.manifest.json")) == 20
 
 
