@@ -109,6 +109,6 @@ def test_a_set_is_published_under_a_transient_storm(s3_proxy, s3_bucket, storage
     s3_proxy.clear_profile()
     assert s3_proxy.log.count(status=503) > 0
     assert sorted(s3_proxy.server.list_keys(s3_bucket)) == ["t.manifest.json", *[
-        f"t_{n:05d}.{ext}" for n in range(3) for ext in ("idx", "rec")]]
+        f"t_{n:05d}.{ext}" for n in range(3) for ext in ("checksums", "idx", "rec")]]
     dataset = open_dataset(f"s3://{s3_bucket}/t.manifest.json", storage=storage)
     assert list(dataset) == PAYLOADS
