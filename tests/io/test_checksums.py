@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from mxrec.datasets.opening import open_dataset
+from mxrec.doctor.sets import verify as verify_set
 from mxrec.doctor.verify_dataset import verify_dataset
 from mxrec.errors import ChecksumError, ManifestError
 from mxrec.format.checksums import BlockChecksums, checksums_path, compute, format_sidecar, parse_sidecar
@@ -224,6 +225,12 @@ def test_a_shard_set_keeps_each_shards_checksums_beside_it_and_readers_check_the
     lo, hi = cells.span(cells.covering(5000, 5001)[0])
     with pytest.raises(ChecksumError, match=rf"s_00001.rec: bytes {lo}\.\.{hi}: fail"):
         open_dataset(tmp_path / "s.manifest.json").read_batch(range(1000, 1010))
+    (tmp_path / "s_00002.checksums").unlink()  # the manifest says it is there: never read unchecked
+    with pytest.raises(ChecksumError, match=r"s_00002.checksums: missing: no checksums beside .*s_00002.rec"):
+        open_dataset(tmp_path / "s.manifest.json").read_batch([2500])
+    shard = verify_set(str(tmp_path / "s.manifest.json")).reports[2]  # and verify says so
+    check = next(c for c in shard.checks if c.name == "checksums")
+    assert not check.ok and "the set's manifest says the shard's checksums are there" in check.problems[0].what
 
 
 def test_index_adds_checksums_to_a_manifest_that_lists_none(tmp_path):

@@ -164,7 +164,9 @@ def local_verifier(path: str, size: int, checksums: BlockChecksums | bool | None
         found = find_checksums(path, size, storage)
         if found is None:
             if checksums is True:
-                raise ChecksumError(checksums_path(path), f"no checksums beside {path} (checksums=True asks for them)")
+                raise ChecksumError(checksums_path(path), f"missing: no checksums beside {path}, where they were "
+                                                          "asked for (checksums=True, or a shard set's manifest that "
+                                                          "says the shard has them)")
             return None
         checksums = found
     if checksums.size != size:
