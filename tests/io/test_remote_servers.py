@@ -282,3 +282,20 @@ def test_unreachable_endpoint_is_named_and_bounded():
     with pytest.raises(RemoteError, match=r"s3://bucket/x\.(idx|rec): .*cannot connect"):
         RecordReader("s3://bucket/x.rec", storage_options=options)
     assert time.monotonic() - start < 30
+
+
+def test_opening_fetches_the_idx_and_the_checksums_sidecar_at_once(s3_proxy, s3_bucket, tmp_path):
+    """Behind 0.5 s a request, a remote reader (a shard set's, as it first reads a shard) asks for the ``.idx`` and
+    the sidecar together: one wait, not two (judged by when they reached the server)."""
+    rec = tmp_path / "t.rec"
+    with RecordWriter(rec, index=True) as writer:
+        writer.write_batch(records()[:50])
+    for ext in (".rec", ".idx", ".checksums"):
+        s3_proxy.server.put_object(s3_bucket, "t" + ext, rec.with_suffix(ext).read_bytes())
+    s3_proxy.latency = 0.5
+    mark = s3_proxy.server.log.mark()
+    reader = RecordReader(f"s3://{s3_bucket}/t.rec", storage_options=s3_proxy.storage_options(),
+                          size=rec.stat().st_size, checksums=True)
+    arrived = {r.key: r.time for r in s3_proxy.server.log.since(mark, method="GET")}
+    assert set(arrived) == {"t.idx", "t.checksums"} and abs(arrived["t.idx"] - arrived["t.checksums"]) < 0.3
+    assert reader.read_batch([7]) == [records()[7]] and reader._verifier is not None

@@ -36,6 +36,7 @@ import bisect
 import os
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
@@ -157,16 +158,19 @@ class RemoteRecordReader(Records):
         self._closed = False
         self.file = RemoteFile(self.path, self.storage, size=size, version=version,
                                cache=BlockCache.from_setting(cache_dir, self.storage))
-        index_text, self.index_path = self._index_text(index)
-        if index_text is not None:
-            parsed = parse_index(index_text, key_type, self.index_path, duplicates == "last")
-            check_offset_range(parsed.offsets, parsed.keys, self.file.size, self.path, self.index_path)
-        else:
-            parsed = self._scan()
+        with ThreadPoolExecutor(1) as pool:  # (a sidecar to look for is fetched while the .idx is: one wait, not two)
+            verifier = pool.submit(local_verifier, self.path, self.file.size, checksums, self._records_between,
+                                   self.file.storage)
+            index_text, self.index_path = self._index_text(index)
+            if index_text is not None:
+                parsed = parse_index(index_text, key_type, self.index_path, duplicates == "last")
+                check_offset_range(parsed.offsets, parsed.keys, self.file.size, self.path, self.index_path)
+            else:
+                parsed = self._scan()
         self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
-        self._verifier = local_verifier(self.path, self.file.size, checksums, self._records_between, self.file.storage)
+        self._verifier = verifier.result()
         self._window: ShuffleWindow | None = None  # see follow
         self._followed: tuple[ReadPlan, int] | None = None
         self._origin = 0
