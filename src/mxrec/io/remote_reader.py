@@ -158,9 +158,10 @@ class RemoteRecordReader(Records):
         self._closed = False
         self.file = RemoteFile(self.path, self.storage, size=size, version=version,
                                cache=BlockCache.from_setting(cache_dir, self.storage))
-        with ThreadPoolExecutor(1) as pool:  # (a sidecar to look for is fetched while the .idx is: one wait, not two)
+        looked_for = checksums is None or checksums is True  # (else no request: no thread either)
+        with ThreadPoolExecutor(1) as pool:  # (a thread only when submitted: the sidecar fetched while the .idx is)
             verifier = pool.submit(local_verifier, self.path, self.file.size, checksums, self._records_between,
-                                   self.file.storage)
+                                   self.file.storage) if looked_for else None
             index_text, self.index_path = self._index_text(index)
             if index_text is not None:
                 parsed = parse_index(index_text, key_type, self.index_path, duplicates == "last")
@@ -170,7 +171,8 @@ class RemoteRecordReader(Records):
         self.keys: IntKeys | list = parsed.keys
         self.offsets: np.ndarray = parsed.offsets
         self.ends = record_ends(parsed.offsets, self.file.size)
-        self._verifier = verifier.result()
+        self._verifier = verifier.result() if verifier is not None else local_verifier(
+            self.path, self.file.size, checksums, self._records_between, self.file.storage)
         self._window: ShuffleWindow | None = None  # see follow
         self._followed: tuple[ReadPlan, int] | None = None
         self._origin = 0
