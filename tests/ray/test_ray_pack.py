@@ -147,10 +147,27 @@ def test_a_killed_worker_is_retried_and_each_record_packed_once(mray, im2rec, tm
 
 # ------------------------------------------------------------------------------------------------ command line
 
+def finished(job: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """``job.communicate(timeout=timeout)``; a driver still running then is made to print every thread's stack
+    (SIGABRT to the fault handler) and the test fails with them: a hang says where it hangs."""
+    try:
+        return job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.send_signal(signal.SIGABRT)
+        try:
+            out, err = job.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            out, err = job.communicate()
+        pytest.fail(f"the driver had not ended {timeout:g} s later; its threads:\n{err}\n{out}")
+
+
 def mxrec_command(cluster: LocalRayCluster, *args: object) -> subprocess.Popen:
-    """``python -m mxrec ARGS`` as a driver of the test cluster (``RAY_ADDRESS`` and loopback settings)."""
+    """``python -m mxrec ARGS`` as a driver of the test cluster (``RAY_ADDRESS`` and loopback settings), with
+    Python's fault handler on, so that :func:`finished` can have a driver that does not end show where it is."""
     env = cluster.driver_env()
     env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONFAULTHANDLER"] = "1"
     return subprocess.Popen([sys.executable, "-m", "mxrec", *map(str, args)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -164,7 +181,7 @@ def test_cli_pack_engine_ray_equals_local(ray_cluster, im2rec, tmp_path):
     remote = mxrec_command(ray_cluster, "pack", "--engine", "ray", *options, tmp_path / "ray" / "sub",
                            im2rec / "photos200")
     for job in (local, remote):
-        out, err = job.communicate(timeout=300)
+        out, err = finished(job, 300)
         assert job.returncode == 0, out + err
     assert "50 records, 0 skipped" in out and "sub.manifest.json" in out
     assert records(tmp_path / "ray" / "sub.manifest.json") == records(tmp_path / "local" / "sub.manifest.json")
@@ -192,7 +209,7 @@ def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(ray_clus
     jobs = [mxrec_command(ray_cluster, "pack", *engine, *options, tmp_path / name / "set", im2rec / "photos200")
             for name, engine in (("local", []), ("ray", ["--engine", "ray"]))]
     for job in jobs:
-        out, err = job.communicate(timeout=300)
+        out, err = finished(job, 300)
         assert job.returncode == 1 and "50 records, 6 skipped" in out, out + err  # 1: images were skipped
     local, ray_set = (read_manifest(tmp_path / name / "set.manifest.json") for name in ("local", "ray"))
     assert [s.records for s in ray_set.shards] == [s.records for s in local.shards] == [10, 10, 10, 10, 10]
@@ -206,7 +223,7 @@ def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(ray_clus
 def test_cli_strict_error_is_one_line(ray_cluster, broken, tmp_path):
     job = mxrec_command(ray_cluster, "pack", "--engine", "ray", "--strict", "--no-progress", tmp_path / "set",
                         broken.root)
-    out, err = job.communicate(timeout=300)
+    out, err = finished(job, 300)
     assert job.returncode == 2, out + err
     assert err.count("\n") == 1 and err.startswith("mxrec pack: error: ") and "stopping (strict)" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
@@ -225,7 +242,7 @@ def test_an_interrupted_pack_leaves_nothing_that_looks_complete(ray_cluster, im2
     time.sleep(0.5)
     assert job.poll() is None, "the pack finished before it could be interrupted"
     job.send_signal(how)
-    _, err = job.communicate(timeout=60)
+    _, err = finished(job, 60)
     # The command line turns SIGTERM into KeyboardInterrupt too (Ray's own handler would exit at once).
     assert job.returncode == 128 + how, err
     assert err.splitlines() == ["mxrec pack: " + ("interrupted" if how == signal.SIGINT else "terminated (SIGTERM)")]
