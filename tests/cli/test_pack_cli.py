@@ -13,7 +13,7 @@ import pytest
 from mxrec.format.lst import ListEntry
 from mxrec.io.lists import read_list, write_list
 from mxrec.io.opener import RecordReader
-from testkit.cli import mxrec_env
+from testkit.cli import interruptible, mxrec_env
 from testkit.waiting import wait_for
 
 pytest.importorskip("cv2")
@@ -85,9 +85,9 @@ def test_ctrl_c_or_sigterm_stops_workers_and_leaves_no_output(im2rec, tmp_path, 
     # Many slow PNG encodings so that the job is surely still running when interrupted.
     entries = [ListEntry(i, (0.0,), e.path) for i, e in enumerate(read_list(im2rec / "default" / "sub.lst") * 20)]
     write_list(tmp_path / "big.lst", entries)
-    job = subprocess.Popen([sys.executable, "-m", "mxrec", "pack", "--encoding", ".png", "-j", "2",
-                            str(tmp_path / "big"), str(im2rec / "photos200")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mxrec_env())
+    job = interruptible([sys.executable, "-m", "mxrec", "pack", "--encoding", ".png", "-j", "2",
+                        str(tmp_path / "big"), str(im2rec / "photos200")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mxrec_env())
     partial = tmp_path / "big.rec.partial"
     # the first records are written: the workers are encoding
     wait_for(lambda: job.poll() is not None or (partial.exists() and partial.stat().st_size > 0), "records written")

@@ -28,6 +28,7 @@ from mxrec.io.shards import ShardLimit, read_manifest
 from mxrec.packing.job import pack_list
 from mxrec.packing.prepare import ImageTransform
 from testkit import SRC
+from testkit.cli import interruptible
 from testkit.datasets import make_broken_image_set
 from testkit.ray_cluster import LocalRayCluster, crash_worker_once
 
@@ -168,8 +169,8 @@ def mxrec_command(cluster: LocalRayCluster, *args: object) -> subprocess.Popen:
     env = cluster.driver_env()
     env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
     env["PYTHONFAULTHANDLER"] = "1"
-    return subprocess.Popen([sys.executable, "-m", "mxrec", *map(str, args)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return interruptible([sys.executable, "-m", "mxrec", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
 
 
 def test_cli_pack_engine_ray_equals_local(ray_cluster, im2rec, tmp_path):

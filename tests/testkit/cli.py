@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 
@@ -16,6 +17,22 @@ from testkit import SRC
 def mxrec_env() -> dict[str, str]:
     """The environment of a child interpreter that imports this checkout's ``src``."""
     return dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def interruptible(args: list[str], **popen: object) -> subprocess.Popen:
+    """``subprocess.Popen(args, **popen)`` for a test that sends the child SIGINT as a terminal's Ctrl-C would.
+
+    A shell starts a background job (``pytest ... &``) with SIGINT ignored, ``exec`` keeps an ignored signal
+    ignored, and Python then installs no ``KeyboardInterrupt`` handler: the child would never see the Ctrl-C. A
+    handled signal is reset to the default by ``exec``, so this process handles SIGINT while the child starts.
+    """
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        return subprocess.Popen(args, **popen)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, **popen)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _checked(result: subprocess.CompletedProcess, check: bool) -> subprocess.CompletedProcess:
