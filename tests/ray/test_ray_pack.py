@@ -173,17 +173,16 @@ def mxrec_command(cluster: LocalRayCluster, *args: object) -> subprocess.Popen:
                          stderr=subprocess.PIPE, text=True)
 
 
-def test_cli_pack_engine_ray_equals_local(ray_cluster, im2rec, tmp_path):
+# The command line in this process, already a driver of the test cluster (``mray``): the command uses that
+# connection. The interrupt tests below run it as a process of its own, connecting through ``RAY_ADDRESS``.
+def test_cli_pack_engine_ray_equals_local(mray, mxrec_cli, im2rec, tmp_path):
     for name in ("local", "ray"):
         (tmp_path / name).mkdir()
         shutil.copy(im2rec / "default" / "sub.lst", tmp_path / name / "sub.lst")
     options = ["--resize", "40", "--shard-size", "20", "--no-progress"]
-    local = mxrec_command(ray_cluster, "pack", *options, tmp_path / "local" / "sub", im2rec / "photos200")
-    remote = mxrec_command(ray_cluster, "pack", "--engine", "ray", *options, tmp_path / "ray" / "sub",
-                           im2rec / "photos200")
-    for job in (local, remote):
-        out, err = finished(job, 300)
-        assert job.returncode == 0, out + err
+    mxrec_cli("pack", *options, tmp_path / "local" / "sub", im2rec / "photos200", check=True)
+    out = mxrec_cli("pack", "--engine", "ray", *options, tmp_path / "ray" / "sub", im2rec / "photos200",
+                    check=True).stdout
     assert "50 records, 0 skipped" in out and "sub.manifest.json" in out
     assert records(tmp_path / "ray" / "sub.manifest.json") == records(tmp_path / "local" / "sub.manifest.json")
     ray_set = read_manifest(tmp_path / "ray" / "sub.manifest.json")
@@ -194,7 +193,7 @@ def test_cli_pack_engine_ray_equals_local(ray_cluster, im2rec, tmp_path):
     assert json.loads((tmp_path / "ray" / "sub.manifest.json").read_text())["records"] == 50
 
 
-def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(ray_cluster, im2rec, tmp_path):
+def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(mray, mxrec_cli, im2rec, tmp_path):
     """Issue 18 §6: skipped images used to shorten the shard of their task ([9, 9, ...] instead of [10, 10, ...])."""
     good = read_list(im2rec / "default" / "sub.lst")
     entries = []
@@ -207,11 +206,9 @@ def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(ray_clus
         (tmp_path / name).mkdir()
         write_list(tmp_path / name / "set.lst", entries)
     options = ["--resize", "32", "--shard-size", "10", "--no-progress"]
-    jobs = [mxrec_command(ray_cluster, "pack", *engine, *options, tmp_path / name / "set", im2rec / "photos200")
-            for name, engine in (("local", []), ("ray", ["--engine", "ray"]))]
-    for job in jobs:
-        out, err = finished(job, 300)
-        assert job.returncode == 1 and "50 records, 6 skipped" in out, out + err  # 1: images were skipped
+    for name, engine in (("local", []), ("ray", ["--engine", "ray"])):
+        done = mxrec_cli("pack", *engine, *options, tmp_path / name / "set", im2rec / "photos200")
+        assert done.returncode == 1 and "50 records, 6 skipped" in done.stdout, done  # 1: images were skipped
     local, ray_set = (read_manifest(tmp_path / name / "set.manifest.json") for name in ("local", "ray"))
     assert [s.records for s in ray_set.shards] == [s.records for s in local.shards] == [10, 10, 10, 10, 10]
     assert ray_set == local
@@ -221,11 +218,10 @@ def test_cli_pack_engine_ray_with_skipped_images_cuts_shards_as_locally(ray_clus
     assert sorted(p.name for p in (tmp_path / "ray").iterdir() if "partial" in p.name) == []
 
 
-def test_cli_strict_error_is_one_line(ray_cluster, broken, tmp_path):
-    job = mxrec_command(ray_cluster, "pack", "--engine", "ray", "--strict", "--no-progress", tmp_path / "set",
-                        broken.root)
-    out, err = finished(job, 300)
-    assert job.returncode == 2, out + err
+def test_cli_strict_error_is_one_line(mray, mxrec_cli, broken, tmp_path):
+    done = mxrec_cli("pack", "--engine", "ray", "--strict", "--no-progress", tmp_path / "set", broken.root)
+    err = done.stderr
+    assert done.returncode == 2, done
     assert err.count("\n") == 1 and err.startswith("mxrec pack: error: ") and "stopping (strict)" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "set.lst"]
 

@@ -7,14 +7,10 @@ equal report means every check saw the same facts about every record.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from mxrec.doctor.verify_dataset import verify_dataset
-from testkit import SRC
 from testkit.datasets import NUM_CLASSES, make_clean_dataset, make_faulty_dataset
 
 pytestmark = pytest.mark.slow
@@ -52,14 +48,11 @@ def test_remote_file_report_equals_the_local_one(mray, faulty, s3_server, s3_buc
     assert remote.to_dict()["checks"] == verify_dataset(faulty.rec, decode=True).to_dict()["checks"]
 
 
-def test_cli_json_equals_local(ray_cluster, faulty):
-    env = ray_cluster.driver_env()
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+def test_cli_json_equals_local(mray, mxrec_cli, faulty):
     outputs = []
     for engine in ("local", "ray"):
-        done = subprocess.run([sys.executable, "-m", "mxrec", "verify", "--json", "--decode", "--no-progress",
-                               "--engine", engine, "--lst", str(faulty.lst), str(faulty.rec)],
-                              capture_output=True, text=True, env=env, timeout=300)
+        done = mxrec_cli("verify", "--json", "--decode", "--no-progress", "--engine", engine, "--lst", faulty.lst,
+                         faulty.rec)
         assert done.returncode == 1, done.stderr  # faults found
         outputs.append(json.loads(done.stdout))
     assert outputs[0] == outputs[1]
