@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import cv2
 import numpy as np
@@ -22,6 +21,7 @@ from mxrec.format.header import IRHeader, pack
 from mxrec.io.lists import write_label_names
 from testkit.cli import mxrec_env
 from testkit.datasets import clean_jpeg, make_clean_dataset
+from testkit.waiting import wait_for
 
 
 @pytest.fixture
@@ -117,9 +117,7 @@ def test_sigterm_during_extract_says_what_it_left(tmp_path):
     out = tmp_path / "out"
     job = subprocess.Popen([sys.executable, "-m", "mxrec", "extract", str(tmp_path / "big.rec"), str(out)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mxrec_env())
-    deadline = time.monotonic() + 60
-    while not (out / "2").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for((out / "2").exists, "the extraction to begin")
     assert job.poll() is None  # still extracting
     job.send_signal(signal.SIGTERM)
     _, err = job.communicate(timeout=60)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from mxrec.io.shards import ShardedWriter, ShardLimit
 from mxrec.io.writer import RecordWriter
 from testkit import GOLDEN
 from testkit.cli import mxrec_env
+from testkit.waiting import wait_for
 
 SUB = GOLDEN / "im2rec" / "default" / "sub.rec"
 
@@ -129,15 +129,11 @@ def test_sigterm_leaves_nothing_that_looks_whole(workers, tmp_path):
                             "--shard-size", "20000", "-j", workers], env=mxrec_env(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait until shards are being written
-            staged = list(out.glob(".mxrec/.big.staging-*/*.parquet")) if out.exists() else []
-            if len(staged) >= 2:
-                break
+        def staging() -> bool:
             assert job.poll() is None, job.communicate()
-            time.sleep(0.05)
-        else:
-            pytest.fail("no shard was staged within 60 s")
+            return out.exists() and len(list(out.glob(".mxrec/.big.staging-*/*.parquet"))) >= 2
+
+        wait_for(staging, "two shards being written")
         job.send_signal(signal.SIGTERM)
         _, err = job.communicate(timeout=60)
     finally:
@@ -249,11 +245,11 @@ def test_sigterm_during_a_remote_convert_leaves_nothing(s3_server, s3_bucket, tm
                 return len(puts) >= 3
             return any(any(k.lower() == "x-amz-copy-source" for k in r.headers) for r in puts)
 
-        deadline = time.monotonic() + 60
-        while not ready():
+        def running_and_ready() -> bool:
             assert job.poll() is None, job.communicate()
-            assert time.monotonic() < deadline, f"no {phase} within 60 s"
-            time.sleep(0.02)
+            return ready()
+
+        wait_for(running_and_ready, f"the {phase}")
         job.send_signal(signal.SIGTERM)
         _, err = job.communicate(timeout=60)
     finally:

@@ -25,6 +25,7 @@ from mxrec.io.shards import ShardedWriter, ShardLimit, read_manifest
 from mxrec.io.writer import RecordWriter
 from testkit.cli import mxrec_env
 from testkit.iterdata import IM2REC
+from testkit.waiting import wait_for
 
 PHOTOS = IM2REC / "photos200"
 
@@ -37,14 +38,6 @@ def write_set(path: Path | str, count: int, limit: int, **options) -> None:
     with ShardedWriter(path, ShardLimit(records=limit), **options) as writer:
         for i in range(count):
             writer.write(record(i), key=i)
-
-
-def wait_for(condition, what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 # -- a lost interrupt

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from testkit.ray_cluster import (
     listening_sockets,
     ray_processes,
 )
+from testkit.waiting import wait_for
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -229,9 +229,8 @@ def test_a_killed_owner_leaves_no_process_and_no_temp_dir() -> None:
     finally:
         owner.kill()
         owner.wait(10)
-    deadline = time.monotonic() + 30
-    while (ray_processes(session=int(session)) or Path(temp_root).exists()) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for(lambda: not (ray_processes(session=int(session)) or Path(temp_root).exists()),
+             "the watchdog to stop the owner's cluster and remove its temp dir", seconds=30, poll=0.2)
     assert ray_processes(session=int(session), marker=temp_root) == []
     assert not Path(temp_root).exists()
 

@@ -8,12 +8,14 @@ looks complete.
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +29,12 @@ from mxrec.io.opener import RecordReader
 from mxrec.io.shards import ShardLimit, read_manifest
 from mxrec.packing.job import pack_list
 from mxrec.packing.prepare import ImageTransform
+from mxrec.ray.session import ProgressTally, run_reporting
 from testkit import SRC
 from testkit.cli import interruptible
 from testkit.datasets import make_broken_image_set
 from testkit.ray_cluster import LocalRayCluster, crash_worker_once
+from testkit.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -233,10 +237,9 @@ def test_an_interrupted_pack_leaves_nothing_that_looks_complete(ray_cluster, im2
     write_list(tmp_path / "big.lst", entries)
     job = mxrec_command(ray_cluster, "pack", "--engine", "ray", "--encoding", ".png", "--no-progress",
                         tmp_path / "big", im2rec / "photos200")
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".big.staging-*/*")) and time.monotonic() < deadline:
-        time.sleep(0.05)  # until the first task has started writing
-    time.sleep(0.5)
+    # until both tasks are writing their shards: the job is then surely under way, with more to come
+    wait_for(lambda: len(list(tmp_path.glob(".big.staging-*/*.rec.partial"))) >= 2, "two shards being written",
+             seconds=120)
     assert job.poll() is None, "the pack finished before it could be interrupted"
     job.send_signal(how)
     _, err = finished(job, 60)
@@ -244,3 +247,39 @@ def test_an_interrupted_pack_leaves_nothing_that_looks_complete(ray_cluster, im2
     assert job.returncode == 128 + how, err
     assert err.splitlines() == ["mxrec pack: " + ("interrupted" if how == signal.SIGINT else "terminated (SIGTERM)")]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.lst"]  # the staging folder is gone too
+
+
+def test_an_interrupted_job_has_stopped_when_run_reporting_raises(ray_module):
+    """Regression: the job ran in a thread of its own and went on after Ctrl-C or SIGTERM had reached the caller;
+    its next call into the driver, shut down by then, ended the process with exit code 1 (Ray's "core worker has
+    already been shutdown"), before the command line said why: seen when the signal came as a shard finished."""
+    tally = ProgressTally.start()
+    ray_module.get(tally.count.remote())  # the actor is up
+    ran: dict[str, object] = {}
+
+    def job() -> None:
+        ran["thread"] = threading.current_thread()
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # until interrupted (a Ray Data job polls as this does)
+                time.sleep(0.01)
+        finally:
+            ran["stopped"] = True
+
+    reports: list[tuple[int, int]] = []
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # handled even in a background run
+    try:
+        def interrupt_once_reported() -> None:
+            wait_for(lambda: reports, "a progress report", seconds=20)
+            _thread.interrupt_main()
+
+        threading.Thread(target=interrupt_once_reported, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_reporting(job, tally, 10, lambda done, total: reports.append((done, total)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert ran == {"thread": threading.main_thread(), "stopped": True}
+    assert not [t.name for t in threading.enumerate() if t.name == "mxrec-ray-progress"]
+    assert set(reports) == {(0, 10)}  # reported while it ran (every 0.5 s), and no final "10 of 10"
+    assert run_reporting(lambda: "done", tally, 10, lambda done, total: reports.append((done, total))) == "done"
+    assert reports[-1] == (10, 10)

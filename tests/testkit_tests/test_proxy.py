@@ -31,6 +31,7 @@ from testkit.proxy import (
     WebHDFSProxy,
 )
 from testkit.servers import LOOPBACK, HTTPServer, WebHDFSServer
+from testkit.waiting import wait_for
 
 DATA = bytes(range(256)) * 4096  # 1 MiB, every offset's byte is predictable
 
@@ -608,9 +609,7 @@ def test_stop_ends_a_stall_and_joins_every_thread(http_server: HTTPServer, reque
 
     client = threading.Thread(target=stalled)
     client.start()
-    deadline = time.monotonic() + 5
-    while not proxy.log.count(fault="stall") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: proxy.log.count(fault="stall"), "the stalled request", seconds=5)
     assert len(_proxy_threads()) == 3  # accept loop, the idle connection, the stalled one
     started = time.monotonic()
     proxy.stop()

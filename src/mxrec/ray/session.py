@@ -250,27 +250,39 @@ def run_reporting(job: Callable[[], T], tally: Any, total: int,
                   progress: Callable[[int, int], None] | None) -> T:
     """Run ``job`` (a blocking Ray call) and meanwhile call ``progress(done, total)`` from ``tally``.
 
-    The job runs in a daemon thread so that Ctrl-C reaches the caller at once (Ray Data has no way to
-    cancel a running job: the caller cleans up, and the job's tasks end with the driver process).
-    A retried task counts its work again, so ``done`` is capped at ``total``.
+    The job runs in the calling thread, so that Ctrl-C or SIGTERM interrupts it where Ray Data expects it: Ray
+    Data then stops its own executor thread before the caller's ``ray.shutdown()``. (Run in a thread of its own,
+    the job went on after the interrupt, and its next call into the shut-down driver ended the process with exit
+    code 1 before the command line could clean up or say why.) The progress reports come from a thread that is
+    stopped and joined before this function returns or raises. A retried task counts its work again, so ``done``
+    is capped at ``total``.
     """
     if progress is None:
         return job()
     ray = require_ray()
-    outcome: dict[str, Any] = {}
+    stop = threading.Event()
+    failed: list[BaseException] = []  # the reporter's own error (a closed stderr, a lost tally), raised here
 
-    def target() -> None:
+    def report() -> None:
         try:
-            outcome["value"] = job()
-        except BaseException as exc:  # handed to the calling thread
-            outcome["error"] = exc
+            while not stop.wait(_POLL_SECONDS):
+                try:
+                    done = ray.get(tally.count.remote(), timeout=_POLL_SECONDS)
+                except ray.exceptions.GetTimeoutError:  # a busy cluster: report at the next tick
+                    continue
+                if not stop.is_set():
+                    progress(min(done, total), total)
+        except BaseException as exc:
+            failed.append(exc)
 
-    thread = threading.Thread(target=target, name="mxrec-ray-job", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(_POLL_SECONDS)
-        progress(min(ray.get(tally.count.remote()), total), total)
-    if "error" in outcome:
-        raise outcome["error"]
+    reporter = threading.Thread(target=report, name="mxrec-ray-progress", daemon=True)
+    reporter.start()
+    try:
+        value = job()
+    finally:
+        stop.set()
+        reporter.join()
+    if failed:
+        raise failed[0]
     progress(total, total)
-    return outcome["value"]
+    return value
