@@ -31,7 +31,7 @@ from mxrec.packing.job import pack_list
 from mxrec.packing.prepare import ImageTransform
 from mxrec.ray.session import ProgressTally, run_reporting
 from testkit import SRC
-from testkit.cli import interruptible
+from testkit.cli import interruptible, sigint_handled
 from testkit.datasets import make_broken_image_set
 from testkit.ray_cluster import LocalRayCluster, crash_worker_once
 from testkit.waiting import wait_for
@@ -267,17 +267,14 @@ def test_an_interrupted_job_has_stopped_when_run_reporting_raises(ray_module):
             ran["stopped"] = True
 
     reports: list[tuple[int, int]] = []
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # handled even in a background run
-    try:
-        def interrupt_once_reported() -> None:
-            wait_for(lambda: reports, "a progress report", seconds=20)
-            _thread.interrupt_main()
 
+    def interrupt_once_reported() -> None:
+        wait_for(lambda: reports, "a progress report", seconds=20)
+        _thread.interrupt_main()
+
+    with sigint_handled(), pytest.raises(KeyboardInterrupt):
         threading.Thread(target=interrupt_once_reported, daemon=True).start()
-        with pytest.raises(KeyboardInterrupt):
-            run_reporting(job, tally, 10, lambda done, total: reports.append((done, total)))
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        run_reporting(job, tally, 10, lambda done, total: reports.append((done, total)))
     assert ran == {"thread": threading.main_thread(), "stopped": True}
     assert not [t.name for t in threading.enumerate() if t.name == "mxrec-ray-progress"]
     assert set(reports) == {(0, 10)}  # reported while it ran (every 0.5 s), and no final "10 of 10"

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 
 from testkit import SRC
 
@@ -19,20 +20,29 @@ def mxrec_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def interruptible(args: list[str], **popen: object) -> subprocess.Popen:
-    """``subprocess.Popen(args, **popen)`` for a test that sends the child SIGINT as a terminal's Ctrl-C would.
+@contextlib.contextmanager
+def sigint_handled() -> Iterator[None]:
+    """Within the block SIGINT raises ``KeyboardInterrupt`` in this process, as a terminal's Ctrl-C does, and a
+    child started in it can be interrupted so too.
 
     A shell starts a background job (``pytest ... &``) with SIGINT ignored, ``exec`` keeps an ignored signal
-    ignored, and Python then installs no ``KeyboardInterrupt`` handler: the child would never see the Ctrl-C. A
-    handled signal is reset to the default by ``exec``, so this process handles SIGINT while the child starts.
+    ignored, and Python then installs no ``KeyboardInterrupt`` handler: a test sending SIGINT would wait for
+    nothing. A handled signal is reset to the default by ``exec``, so a child started in the block handles it.
     """
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        return subprocess.Popen(args, **popen)
+        yield
+        return
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return subprocess.Popen(args, **popen)
+        yield
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interruptible(args: list[str], **popen: object) -> subprocess.Popen:
+    """``subprocess.Popen(args, **popen)`` for a test that sends the child SIGINT (see :func:`sigint_handled`)."""
+    with sigint_handled():
+        return subprocess.Popen(args, **popen)
 
 
 def _checked(result: subprocess.CompletedProcess, check: bool) -> subprocess.CompletedProcess:

@@ -609,7 +609,9 @@ def test_stop_ends_a_stall_and_joins_every_thread(http_server: HTTPServer, reque
 
     client = threading.Thread(target=stalled)
     client.start()
-    wait_for(lambda: proxy.log.count(fault="stall"), "the stalled request", seconds=5)
+    # until the head and the first 1000 body bytes are sent (the stall is logged as soon as the request is taken)
+    wait_for(lambda: any(r.fault == "stall" and r.sent >= 1000 for r in proxy.log), "the stall mid-body",
+             seconds=10)
     assert len(_proxy_threads()) == 3  # accept loop, the idle connection, the stalled one
     started = time.monotonic()
     proxy.stop()

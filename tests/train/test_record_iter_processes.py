@@ -22,6 +22,7 @@ from mxrec.train import ImageRecordIter
 from mxrec.train.pipeline import BrokenRecordWarning
 from mxrec.train.processes import PARENT_CHECK_S, STOP_WAIT_S, WorkerError
 from testkit import TESTS
+from testkit.cli import sigint_handled
 from testkit.iterdata import IM2REC, gradient_image, image_record, write_records
 
 SMALL = str(IM2REC / "centercrop_resize64" / "sub.rec")  # 50 MXNet-made 64x64 JPEGs
@@ -150,8 +151,8 @@ def test_ctrl_c_is_the_parents_to_handle():
         rest = [batch_bytes(b) for b in it]
     assert [first, *rest] == threaded(path_imgrec=SMALL, **AUGMENTED)[:7]
     # and the parent's KeyboardInterrupt, wherever it lands, leaves no worker behind once the block is left
-    with pytest.raises(KeyboardInterrupt), ImageRecordIter(path_imgrec=SMALL, **AUGMENTED,
-                                                           preprocess_processes=2) as it:
+    with sigint_handled(), pytest.raises(KeyboardInterrupt), ImageRecordIter(path_imgrec=SMALL, **AUGMENTED,
+                                                                             preprocess_processes=2) as it:
         it.next()
         os.kill(os.getpid(), signal.SIGINT)
         list(it)
